@@ -1,0 +1,138 @@
+"""CPU backend: the per-read kernels of core.py in numba prange loops.
+
+Public functions have the same signatures as those in cuda.py; mapper.py picks one module.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from .core import banded_dp, exact_hits, find_candidates, traceback, window_of
+
+NAME = "cpu"
+
+
+@njit(parallel=True, cache=True)
+def _exact(packed, rc_packed, word_off, read_off, hbin, rc_hbin, g_packed, g_nmask, c_off, c_end,
+           idx_off, idx_pos, max_occ, emax, counts, keys):
+    for r in prange(read_off.shape[0] - 1):
+        n = read_off[r + 1] - read_off[r]
+        c = exact_hits(packed, word_off[r], n, hbin[r], 0, g_packed, g_nmask, c_off, c_end,
+                       idx_off, idx_pos, max_occ, keys, r * emax, emax, 0)
+        counts[r] = exact_hits(rc_packed, word_off[r], n, rc_hbin[r], 1, g_packed, g_nmask, c_off, c_end,
+                               idx_off, idx_pos, max_occ, keys, r * emax, emax, c)
+
+
+def exact_stage(reads, genome, index, p):
+    """Exact hits of every read on both strands: (counts[n], keys[n, max_exact])."""
+    n = len(reads)
+    counts = np.zeros(n, dtype=np.int64)
+    keys = np.full(n * p.max_exact, -1, dtype=np.int64)
+    _exact(reads.packed, reads.rc_packed, reads.word_off, reads.read_off, reads.hbin, reads.rc_hbin,
+           genome.packed, genome.nmask, genome.offsets, genome.ends, index.offsets, index.positions,
+           index.max_occ, p.max_exact, counts, keys)
+    return counts, keys.reshape(n, p.max_exact)
+
+
+@njit(parallel=True, cache=True)
+def _candidates(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hmax, mcand,
+                ncand, cand_keys, cand_votes):
+    for x in prange(sel.shape[0]):
+        r = sel[x]
+        hits = np.empty(hmax, dtype=np.int64)
+        ncand[x] = find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
+                                   idx_off, idx_pos, max_occ, t, hits, 0, hmax,
+                                   cand_keys, cand_votes, x * mcand, mcand)
+
+
+def candidate_stage(reads, sel, index, p):
+    """Candidate loci of the reads `sel`: (ncand[m], keys[m, max_candidates], votes[m, max_candidates])."""
+    m = len(sel)
+    ncand = np.zeros(m, dtype=np.int64)
+    keys = np.full(m * p.max_candidates, -1, dtype=np.int64)
+    votes = np.zeros(m * p.max_candidates, dtype=np.int64)
+    _candidates(np.asarray(sel, dtype=np.int64), reads.codes, reads.rc_codes, reads.read_off, reads.k,
+                index.offsets, index.positions, index.max_occ, p.max_indels, p.max_hits,
+                p.max_candidates, ncand, keys, votes)
+    return ncand, keys.reshape(m, -1), votes.reshape(m, -1)
+
+
+@njit(parallel=True, cache=True)
+def _extend(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize, t,
+            match, mismatch, gap_open, gap_ext, out):
+    W = 2 * t + 1
+    for x in prange(pair_read.shape[0]):
+        r = pair_read[x]
+        n = read_off[r + 1] - read_off[r]
+        H = np.empty(W + 1, dtype=np.int32)
+        F = np.empty(W + 1, dtype=np.int32)
+        HS = np.empty(W + 1, dtype=np.int32)
+        FS = np.empty(W + 1, dtype=np.int32)
+        tb = np.empty(1, dtype=np.uint8)
+        res = np.zeros(4, dtype=np.int64)
+        win = np.zeros(4, dtype=np.int64)
+        window_of(pair_key[x], n, t, c_off, c_end, gsize, win)
+        q = rc_codes if win[3] == 1 else codes
+        out[x, 6] = win[0]
+        out[x, 7] = win[2]
+        banded_dp(q, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, 0,
+                  match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
+        out[x, 0] = res[0]
+        out[x, 1] = res[2]
+        banded_dp(q, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
+                  match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
+        out[x, 2] = res[0]
+        out[x, 3] = res[1]
+        out[x, 4] = res[2]
+        out[x, 5] = res[3]
+
+
+def extend_stage(reads, genome, pair_read, pair_key, p):
+    """Banded scores of read-candidate pairs, out[P, 8]: semi-global score and end column;
+    local score, end row, end column and start row; window start; c0 (diagonal - window start)."""
+    out = np.zeros((len(pair_read), 8), dtype=np.int64)
+    _extend(np.asarray(pair_read, dtype=np.int64), np.asarray(pair_key, dtype=np.int64), reads.codes,
+            reads.rc_codes, reads.read_off, genome.packed, genome.nmask, genome.offsets, genome.ends,
+            genome.size, p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend, out)
+    return out
+
+
+@njit(parallel=True, cache=True)
+def _trace(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
+           t, match, mismatch, gap_open, gap_ext, maxops, ops, lens, out):
+    W = 2 * t + 1
+    for x in prange(sel_read.shape[0]):
+        r = sel_read[x]
+        n = read_off[r + 1] - read_off[r]
+        H = np.empty(W + 1, dtype=np.int32)
+        F = np.empty(W + 1, dtype=np.int32)
+        HS = np.empty(W + 1, dtype=np.int32)
+        FS = np.empty(W + 1, dtype=np.int32)
+        tb = np.empty(n * W, dtype=np.uint8)
+        res = np.zeros(4, dtype=np.int64)
+        win = np.zeros(4, dtype=np.int64)
+        window_of(sel_key[x], n, t, c_off, c_end, gsize, win)
+        q = rc_codes if win[3] == 1 else codes
+        banded_dp(q, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, sel_local[x],
+                  match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, True, res)
+        out[x, 0] = res[0]
+        out[x, 3] = res[1]
+        out[x, 4] = res[2]
+        traceback(tb, 0, t, win[2], res[1], res[2], ops, lens, x * maxops, res)
+        out[x, 5] = res[0]
+        out[x, 1] = res[1]
+        out[x, 2] = win[0] + res[2]
+
+
+def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
+    """Alignments of the chosen placements: CIGAR ops/lens[m, maxops] (M/I/D, forward order) and
+    out[m, 6]: score, first aligned read base, reference start, end row, end column, number of ops."""
+    m = len(sel_read)
+    maxops = 2 * int(reads.lengths.max(initial=1)) + 2
+    ops = np.zeros(m * maxops, dtype=np.uint8)
+    lens = np.zeros(m * maxops, dtype=np.int32)
+    out = np.zeros((m, 6), dtype=np.int64)
+    _trace(np.asarray(sel_read, dtype=np.int64), np.asarray(sel_key, dtype=np.int64),
+           np.asarray(sel_local, dtype=np.int64), reads.codes, reads.rc_codes, reads.read_off,
+           genome.packed, genome.nmask, genome.offsets, genome.ends, genome.size, p.max_indels,
+           p.match, p.mismatch, p.gap_open, p.gap_extend, maxops, ops, lens, out)
+    return ops.reshape(m, maxops), lens.reshape(m, maxops), out

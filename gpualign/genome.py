@@ -1,0 +1,93 @@
+"""The 2-bit genome image (stage pack_reference).
+
+Layout, built here and read by every later stage:
+- `{prefix}.2bit.npy`: uint32 words, 16 bases a word, base i of the concatenated genome in bits
+  2*(i % 16) .. 2*(i % 16)+1 of word i // 16 (A=0 C=1 G=2 T=3; N is stored as A and flagged below).
+  One spare word at the end lets kernels read word q+1 without a bounds check.
+- `{prefix}.nmask.npy`: uint32 words, one bit a base (bit i % 32 of word i // 32), set where the base is N.
+- contigs are concatenated in FASTA order; their names, lengths and offsets are in `{prefix}.contigs.tsv`.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .atomic import atomic_path
+from .reference import parse_fasta, read_contig_table, write_contig_table
+
+# byte -> base code; N (and anything masked) -> 4
+CODE = np.full(256, 4, dtype=np.uint8)
+for _i, _c in enumerate(b"ACGT"):
+    CODE[_c] = _i
+    CODE[ord(chr(_c).lower())] = _i
+BASES = np.frombuffer(b"ACGTN", dtype=np.uint8)
+
+
+@dataclass
+class Genome:
+    packed: np.ndarray      # uint32, 16 bases a word
+    nmask: np.ndarray       # uint32, 1 bit a base
+    names: list
+    lengths: np.ndarray     # int64
+    offsets: np.ndarray     # int64, start of each contig in the concatenation
+
+    @property
+    def size(self) -> int:
+        return int(self.lengths.sum()) if len(self.lengths) else 0
+
+    @property
+    def ends(self) -> np.ndarray:
+        return self.offsets + self.lengths
+
+    def codes(self, start: int = 0, end: int | None = None) -> np.ndarray:
+        """Base codes 0-4 of [start, end) of the concatenated genome (for tests and reporting)."""
+        end = self.size if end is None else end
+        pos = np.arange(start, end, dtype=np.int64)
+        base = (self.packed[pos >> 4] >> ((pos & 15) * 2).astype(np.uint32)) & 3
+        isn = (self.nmask[pos >> 5] >> (pos & 31).astype(np.uint32)) & 1
+        return np.where(isn == 1, 4, base).astype(np.uint8)
+
+
+def pack_codes(codes: np.ndarray) -> np.ndarray:
+    """2-bit pack base codes (N packed as A); one spare zero word at the end."""
+    nwords = (len(codes) + 15) // 16 + 1
+    padded = np.zeros(nwords * 16, dtype=np.uint32)
+    padded[:len(codes)] = codes & 3
+    shifts = (np.arange(16, dtype=np.uint32) * 2)
+    return np.bitwise_or.reduce(padded.reshape(-1, 16) << shifts, axis=1).astype(np.uint32)
+
+
+def pack_nmask(codes: np.ndarray) -> np.ndarray:
+    """One bit a base, set for N; one spare zero word at the end."""
+    bits = np.packbits(codes == 4, bitorder="little")
+    nbytes = ((len(codes) + 31) // 32 + 1) * 4
+    out = np.zeros(nbytes, dtype=np.uint8)
+    out[:len(bits)] = bits
+    return out.view("<u4").astype(np.uint32)
+
+
+def pack_reference(masked_fa: str, out_2bit: str, out_nmask: str, out_contigs: str | None = None) -> Genome:
+    """Pack a masked FASTA into the genome image."""
+    seqs, contigs, offset = [], [], 0
+    for name, seq, _ in parse_fasta(masked_fa):
+        seqs.append(CODE[np.frombuffer(seq, dtype=np.uint8)])
+        contigs.append((name, len(seq), offset))
+        offset += len(seq)
+    codes = np.concatenate(seqs)
+    genome = Genome(pack_codes(codes), pack_nmask(codes), [c[0] for c in contigs],
+                    np.array([c[1] for c in contigs], dtype=np.int64),
+                    np.array([c[2] for c in contigs], dtype=np.int64))
+    with atomic_path(out_2bit) as tmp:
+        np.save(tmp, genome.packed)
+    with atomic_path(out_nmask) as tmp:
+        np.save(tmp, genome.nmask)
+    if out_contigs:
+        write_contig_table(out_contigs, contigs)
+    return genome
+
+
+def load_genome(path_2bit: str, path_nmask: str, path_contigs: str) -> Genome:
+    names, lengths, offsets = read_contig_table(path_contigs)
+    packed = np.load(path_2bit, mmap_mode="r")
+    nmask = np.load(path_nmask, mmap_mode="r")
+    return Genome(np.ascontiguousarray(packed), np.ascontiguousarray(nmask), names, lengths, offsets)

@@ -1,0 +1,260 @@
+"""Orchestration: batches of reads through exact match, seeding, banded extension and traceback
+on the chosen backend, then placement choice, MAPQ and BAM records on the host.
+
+The host-side choice (`choose`) is one function for both backends, and every kernel works on one
+read or pair at a time, so neither the backend nor the batch size can change a result.
+"""
+
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pysam
+from numba import njit
+
+from .core import NEG, STRAND_BIT
+from .params import MapParams
+from .reads import Reads, subset
+from .sam import full_cigar, make_header, mapped_record, md_nm, ref_span, unmapped_record
+
+
+def get_backend(name: str, log=None):
+    """The backend module for 'cpu', 'cuda' or 'auto' (cuda when a GPU is usable)."""
+    from . import cpu
+    if name == "cpu":
+        return cpu
+    from numba import cuda as nbcuda
+    available = nbcuda.is_available()
+    if name == "cuda":
+        if not available:
+            from .errors import InputError
+            raise InputError("backend cuda: no usable CUDA GPU found (use --backend auto or cpu)")
+        from . import cuda
+        return cuda
+    if name != "auto":
+        from .errors import InputError
+        raise InputError(f"backend {name!r}: must be auto, cuda or cpu")
+    if available:
+        from . import cuda
+        return cuda
+    if log:
+        log("backend auto: no CUDA GPU available, falling back to the CPU backend")
+    return cpu
+
+
+@njit(cache=True)
+def choose(lengths, name_hash, pair_start, pair_key, ext, t, match, mismatch, clip_penalty, min_score,
+           out_key, out_local, out_as, out_xs, out_mapq):
+    """Pick each read's primary placement from its extended candidates.
+
+    Per pair, end-to-end is kept unless local alignment beats it by more than the clipping
+    penalty of each clipped end (as bwa decides). Pairs ending at the same place on the same strand
+    (within t) are one locus. Equal best loci are broken by the read-name hash, and get MAPQ 0.
+    out_key = -1 marks a read left unmapped.
+    """
+    for r in range(lengths.shape[0]):
+        a = pair_start[r]
+        b = pair_start[r + 1]
+        n = lengths[r]
+        out_key[r] = -1
+        if b == a:
+            continue
+        eff = np.empty(b - a, dtype=np.int64)
+        raw = np.empty(b - a, dtype=np.int64)
+        loc = np.empty(b - a, dtype=np.int64)
+        end = np.empty(b - a, dtype=np.int64)
+        span = np.empty(b - a, dtype=np.int64)
+        for x in range(a, b):
+            g = ext[x, 0]
+            lscore = ext[x, 2]
+            clips = (1 if ext[x, 5] > 0 else 0) + (1 if ext[x, 3] < n else 0)
+            y = x - a
+            if g > NEG // 2 and g >= lscore - clip_penalty * clips:
+                eff[y] = g
+                raw[y] = g
+                loc[y] = 0
+                end[y] = ext[x, 6] + ext[x, 1]
+                span[y] = n
+            else:
+                eff[y] = lscore - clip_penalty * clips
+                raw[y] = lscore
+                loc[y] = 1
+                end[y] = ext[x, 6] + ext[x, 4]
+                span[y] = ext[x, 3] - ext[x, 5]
+        # one locus, one score: drop pairs shadowed by a better (or equal, earlier) pair nearby
+        keep = np.ones(b - a, dtype=np.bool_)
+        for y in range(b - a):
+            sy = pair_key[a + y] >= STRAND_BIT
+            for z in range(b - a):
+                if z == y or (pair_key[a + z] >= STRAND_BIT) != sy or abs(end[z] - end[y]) > t:
+                    continue
+                if eff[z] > eff[y] or (eff[z] == eff[y] and z < y):
+                    keep[y] = False
+                    break
+        best = NEG
+        for y in range(b - a):
+            if keep[y] and eff[y] > best:
+                best = eff[y]
+        if best < min_score:
+            continue
+        nties = 0
+        for y in range(b - a):
+            if keep[y] and eff[y] == best:
+                nties += 1
+        ties = np.empty(nties, dtype=np.int64)
+        c = 0
+        for y in range(b - a):
+            if keep[y] and eff[y] == best:
+                ties[c] = y
+                c += 1
+        # order ties by key so the pick does not depend on candidate order
+        for u in range(1, nties):
+            v = u
+            while v > 0 and pair_key[a + ties[v - 1]] > pair_key[a + ties[v]]:
+                ties[v - 1], ties[v] = ties[v], ties[v - 1]
+                v -= 1
+        chosen = ties[name_hash[r] % nties]
+        second = NEG
+        for y in range(b - a):
+            if keep[y] and y != chosen and eff[y] > second:
+                second = eff[y]
+        out_key[r] = pair_key[a + chosen]
+        out_local[r] = loc[chosen]
+        out_as[r] = raw[chosen]
+        out_xs[r] = second if second >= min_score else -1
+        out_mapq[r] = mapq_of(best, second, nties, raw[chosen], span[chosen], match, mismatch, min_score)
+
+
+@njit(cache=True)
+def mapq_of(best, second, nties, score, aligned, match, mismatch, min_score):
+    """MAPQ from the gap between the best and second-best locus, scaled down for poor identity.
+
+    About 6 per match-score unit of lead (a lead of one mismatch, 5 points, gives 30); with no
+    second locus the lead is measured from two thirds of min_score. Ties give 0; capped at 60.
+    """
+    if nties > 1:
+        return 0
+    sub = (2 * min_score) // 3
+    if second > sub:
+        sub = second
+    if best <= sub:
+        return 0
+    identity = 1.0
+    if aligned > 0:
+        identity = 1.0 - (aligned * match - score) / (match + mismatch) / aligned
+    if identity < 0.0:
+        identity = 0.0
+    q = int(6.0 * (best - sub) / match * identity * identity + 0.499)
+    return 60 if q > 60 else q
+
+
+@dataclass
+class BatchResult:
+    key: np.ndarray       # primary candidate key per read, -1 unmapped
+    local: np.ndarray
+    score: np.ndarray
+    sub: np.ndarray
+    mapq: np.ndarray
+    ops: np.ndarray       # CIGAR of mapped reads, rows follow `mapped`
+    lens: np.ndarray
+    trace: np.ndarray     # score, first aligned base, reference start, end row, end column, nops
+    mapped: np.ndarray    # indices of mapped reads in the batch
+
+
+def map_batch(batch: Reads, genome, index, p: MapParams, backend) -> BatchResult:
+    n = len(batch)
+    lengths = batch.lengths
+    counts, ekeys = backend.exact_stage(batch, genome, index, p)
+    need = np.flatnonzero(counts < 2)
+    ncand, ckeys, _ = backend.candidate_stage(batch, need, index, p)
+    pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, counts, ekeys)
+    ext = backend.extend_stage(batch, genome, pair_read, pair_key, p)
+    key = np.full(n, -1, dtype=np.int64)
+    local = np.zeros(n, dtype=np.int64)
+    score = np.zeros(n, dtype=np.int64)
+    sub = np.full(n, -1, dtype=np.int64)
+    mapq = np.zeros(n, dtype=np.int64)
+    choose(lengths, batch.name_hash, pair_start, pair_key, ext, p.max_indels, p.match, p.mismatch,
+           p.clip_penalty, p.min_score, key, local, score, sub, mapq)
+    place_multi_exact(counts, ekeys, batch.name_hash, lengths, p, key, local, score, sub, mapq)
+    mapped = np.flatnonzero(key >= 0)
+    ops, lens, trace = backend.traceback_stage(batch, genome, mapped, key[mapped], local[mapped], p)
+    return BatchResult(key, local, score, sub, mapq, ops, lens, trace, mapped)
+
+
+def candidate_pairs(n, need, ncand, ckeys, counts, ekeys):
+    """(read, key) pairs to extend, grouped by read; a single exact hit is always a candidate."""
+    per_read = np.zeros(n, dtype=np.int64)
+    per_read[need] = ncand + (counts[need] == 1)
+    pair_start = np.concatenate(([0], np.cumsum(per_read))).astype(np.int64)
+    pair_read = np.repeat(np.arange(n, dtype=np.int64), per_read)
+    pair_key = np.empty(int(pair_start[-1]), dtype=np.int64)
+    for x, r in enumerate(need):
+        s = pair_start[r]
+        pair_key[s:s + ncand[x]] = ckeys[x, :ncand[x]]
+        if counts[r] == 1:
+            pair_key[s + ncand[x]] = ekeys[r, 0]
+    return pair_read, pair_key, pair_start
+
+
+def place_multi_exact(counts, ekeys, name_hash, lengths, p, key, local, score, sub, mapq):
+    """Reads matching exactly at two or more places: a hash-chosen one, MAPQ 0, XS = AS."""
+    for r in np.flatnonzero(counts >= 2):
+        stored = min(int(counts[r]), p.max_exact)
+        key[r] = ekeys[r, int(name_hash[r]) % stored]
+        local[r] = 0
+        score[r] = sub[r] = lengths[r] * p.match
+        mapq[r] = 0
+
+
+def batch_records(batch: Reads, res: BatchResult, genome, header, rg_id):
+    """pysam records of a batch, in input order."""
+    row_of = np.full(len(batch), -1, dtype=np.int64)
+    row_of[res.mapped] = np.arange(len(res.mapped))
+    for r in range(len(batch)):
+        s, e = batch.read_off[r], batch.read_off[r + 1]
+        name = batch.name(r)
+        row = row_of[r]
+        if row < 0:
+            yield unmapped_record(header, name, batch.codes[s:e], batch.quals[s:e], rg_id)
+            continue
+        reverse = res.key[r] >= STRAND_BIT
+        codes = batch.rc_codes[s:e] if reverse else batch.codes[s:e]
+        quals = batch.quals[s:e][::-1] if reverse else batch.quals[s:e]
+        t = res.trace[row]
+        cigar = full_cigar(res.ops[row], res.lens[row], int(t[5]), int(t[1]), int(t[3]), e - s)
+        gstart = int(t[2])
+        ref = genome.codes(gstart, gstart + ref_span(cigar))
+        md, nm = md_nm(codes, ref, cigar)
+        rid = int(np.searchsorted(genome.offsets, gstart, side="right") - 1)
+        sub = int(res.sub[r]) if res.sub[r] >= 0 else None
+        yield mapped_record(header, name, codes, quals, reverse, rid, gstart - int(genome.offsets[rid]),
+                            int(res.mapq[r]), cigar, md, nm, int(res.score[r]), sub, rg_id)
+
+
+def map_reads(genome, index, reads: Reads, out_path: str, p: MapParams, backend_name="auto",
+              threads: int = 1, read_group=None, command_line="gpualign", log=None, sam=False):
+    """Map all reads and write them, in input order, as BAM (or SAM to out_path '-')."""
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    p.check()
+    if reads.k != index.k:
+        from .errors import InputError
+        raise InputError(f"reads were encoded with k={reads.k} but the index has k={index.k}")
+    backend = get_backend(backend_name, log)
+    header = make_header(genome, read_group, command_line)
+    rg_id = read_group["ID"] if read_group else None
+    mode = "w" if sam else "wb"
+    total, mapped, t0 = len(reads), 0, time.perf_counter()
+    with pysam.AlignmentFile(out_path, mode, header=header, threads=max(1, threads)) as out:
+        for start in range(0, total, p.batch_size):
+            batch = subset(reads, start, min(total, start + p.batch_size))
+            res = map_batch(batch, genome, index, p, backend)
+            for rec in batch_records(batch, res, genome, header, rg_id):
+                out.write(rec)
+            mapped += len(res.mapped)
+            done = start + len(batch)
+            log(f"mapped {done}/{total} reads ({backend.NAME}, {done / max(time.perf_counter() - t0, 1e-9):.0f} reads/s)")
+    elapsed = time.perf_counter() - t0
+    log(f"done: {total} reads, {mapped} mapped, {elapsed:.1f} s, {total / max(elapsed, 1e-9):.0f} reads/s, backend {backend.NAME}")
+    return {"reads": total, "mapped": mapped, "seconds": elapsed, "backend": backend.NAME}

@@ -1,0 +1,189 @@
+"""FASTQ -> encoded reads (stage encode_reads).
+
+`{sample}.reads.npz` holds, for n reads concatenated in input order:
+- `codes` / `rc_codes` (uint8, 0-3 = ACGT, 4 = N): each read and its reverse complement,
+  precomputed here so the mapper treats both strands alike; `read_off[n+1]` indexes both.
+- `packed` / `rc_packed` (uint32): the same, 2-bit packed 16 bases a word from each read's first
+  base (as in the genome image), `word_off[n+1]` indexes them; used by the exact-match kernel.
+- `hbin` / `rc_hbin` (int64): the read's header bin, the code of its first k bases (-1 when the
+  header has an N or the read is shorter than k).
+- `quals` (uint8 Phred, indexed by read_off), `names` (bytes, `name_off[n+1]`), `name_hash` (uint32,
+  FNV-1a of the name: seeds the deterministic choice between equally good placements).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .atomic import atomic_path
+from .errors import InputError
+from .genome import CODE, pack_codes
+from .seqio import read_bytes, split_lines
+
+MAX_READ_LEN = 1024  # longest read accepted; the banded aligner's buffers are sized from it
+
+# IUPAC ambiguity codes (and '.') are accepted and read as N; anything else is an error.
+_SEQ_OK = np.zeros(256, dtype=bool)
+for _c in b"ACGTNRYKMSWBDHVUacgtnrykmswbdhvu.":
+    _SEQ_OK[_c] = True
+_COMPLEMENT = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
+
+
+@dataclass
+class Reads:
+    names: np.ndarray
+    name_off: np.ndarray
+    name_hash: np.ndarray
+    codes: np.ndarray
+    rc_codes: np.ndarray
+    quals: np.ndarray
+    read_off: np.ndarray
+    packed: np.ndarray
+    rc_packed: np.ndarray
+    word_off: np.ndarray
+    hbin: np.ndarray
+    rc_hbin: np.ndarray
+    k: int
+
+    def __len__(self):
+        return len(self.read_off) - 1
+
+    def name(self, i: int) -> str:
+        return bytes(self.names[self.name_off[i]:self.name_off[i + 1]]).decode()
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.read_off)
+
+
+def parse_fastq(path: str):
+    """Names, sequences and qualities (lists of bytes) of a FASTQ file, validated record by record."""
+    lines = split_lines(read_bytes(path, "reads"))
+    if not lines:
+        raise InputError(f"reads {path}: empty file (no FASTQ records)")
+    if len(lines) % 4:
+        last = len(lines) - len(lines) % 4 + 1
+        raise InputError(f"reads {path} line {last}: truncated FASTQ record (file ends inside a record)")
+    names, seqs, quals = lines[0::4], lines[1::4], lines[3::4]
+    for r in range(len(names)):
+        _check_record(path, 4 * r + 1, names[r], seqs[r], lines[4 * r + 2], quals[r])
+    return [_read_name(n) for n in names], seqs, quals
+
+
+def _check_record(path, line, name, seq, plus, qual):
+    where = f"reads {path} line {line}"
+    if not name.startswith(b"@") or len(name) < 2 or name[1:2].isspace():
+        raise InputError(f"{where}: expected a '@name' header, found {name[:30]!r}")
+    if not plus.startswith(b"+"):
+        raise InputError(f"reads {path} line {line + 2}: expected a '+' line, found {plus[:30]!r}")
+    if len(seq) != len(qual):
+        raise InputError(f"{where}: sequence and quality lengths differ ({len(seq)} vs {len(qual)})")
+    if len(seq) > MAX_READ_LEN:
+        raise InputError(f"{where}: read of {len(seq)} bases is longer than the {MAX_READ_LEN} supported")
+    arr = np.frombuffer(seq, dtype=np.uint8)
+    if not _SEQ_OK[arr].all():
+        bad = chr(arr[~_SEQ_OK[arr]][0])
+        raise InputError(f"reads {path} line {line + 1}: invalid base {bad!r} in sequence")
+    q = np.frombuffer(qual, dtype=np.uint8)
+    if len(q) and (q.min() < 33 or q.max() > 126):
+        raise InputError(f"reads {path} line {line + 3}: quality character outside '!'..'~'")
+
+
+def _read_name(header: bytes) -> bytes:
+    """First word of the header, without a /1 or /2 mate suffix (as bwa does)."""
+    name = header[1:].split()[0]
+    if len(name) > 2 and name[-2:] in (b"/1", b"/2"):
+        name = name[:-2]
+    return name
+
+
+def fnv1a(data: bytes) -> int:
+    h = 0x811C9DC5
+    for b in data:
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def header_bins(codes: np.ndarray, read_off: np.ndarray, k: int) -> np.ndarray:
+    """Code of each read's first k bases, -1 where the read is shorter than k or the header has N."""
+    n = len(read_off) - 1
+    lengths = np.diff(read_off)
+    out = np.full(n, -1, dtype=np.int64)
+    ok = lengths >= k
+    starts = read_off[:-1][ok]
+    km = np.zeros(len(starts), dtype=np.int64)
+    clean = np.ones(len(starts), dtype=bool)
+    for x in range(k):
+        c = codes[starts + x]
+        km = km * 4 + (c & 3)
+        clean &= c < 4
+    out[np.flatnonzero(ok)[clean]] = km[clean]
+    return out
+
+
+def reverse_complements(codes: np.ndarray, read_off: np.ndarray) -> np.ndarray:
+    """Each read reversed and complemented in place of itself (same offsets)."""
+    rc = _COMPLEMENT[codes]
+    idx = np.arange(len(codes), dtype=np.int64)
+    read_of = np.repeat(np.arange(len(read_off) - 1), np.diff(read_off))
+    mirrored = read_off[read_of] + read_off[read_of + 1] - 1 - idx
+    return rc[mirrored]
+
+
+def pack_reads(codes: np.ndarray, read_off: np.ndarray):
+    """2-bit pack each read from its own first base; returns words and word offsets."""
+    lengths = np.diff(read_off)
+    nwords = (lengths + 15) // 16
+    word_off = np.concatenate(([0], np.cumsum(nwords))).astype(np.int64)
+    padded = np.zeros(int(word_off[-1]) * 16, dtype=np.uint8)
+    read_of = np.repeat(np.arange(len(lengths)), lengths)
+    within = np.arange(len(codes), dtype=np.int64) - read_off[read_of]
+    padded[word_off[read_of] * 16 + within] = codes
+    return pack_codes(padded)[:-1], word_off
+
+
+def encode_reads(names, seqs, quals, k: int) -> Reads:
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    read_off = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    codes = CODE[np.frombuffer(b"".join(seqs), dtype=np.uint8)]
+    rc = reverse_complements(codes, read_off)
+    packed, word_off = pack_reads(codes, read_off)
+    rc_packed, _ = pack_reads(rc, read_off)
+    name_len = np.fromiter((len(n) for n in names), dtype=np.int64, count=len(names))
+    return Reads(
+        names=np.frombuffer(b"".join(names), dtype=np.uint8).copy(),
+        name_off=np.concatenate(([0], np.cumsum(name_len))).astype(np.int64),
+        name_hash=np.array([fnv1a(n) for n in names], dtype=np.uint32),
+        codes=codes, rc_codes=rc,
+        quals=(np.frombuffer(b"".join(quals), dtype=np.uint8) - 33).astype(np.uint8),
+        read_off=read_off, packed=packed, rc_packed=rc_packed, word_off=word_off,
+        hbin=header_bins(codes, read_off, k), rc_hbin=header_bins(rc, read_off, k), k=k)
+
+
+def encode_fastq(path: str, k: int) -> Reads:
+    return encode_reads(*parse_fastq(path), k=k)
+
+
+def save_reads(reads: Reads, path: str):
+    with atomic_path(path) as tmp:
+        np.savez(tmp, **{f: getattr(reads, f) for f in Reads.__dataclass_fields__})
+
+
+def load_reads(path: str) -> Reads:
+    with np.load(path) as z:
+        fields = {f: z[f] for f in Reads.__dataclass_fields__}
+    fields["k"] = int(fields["k"])
+    return Reads(**fields)
+
+
+def subset(reads: Reads, start: int, end: int) -> Reads:
+    """Reads [start, end) as their own Reads (offsets rebased): a mapper batch."""
+    ro, wo, no = reads.read_off, reads.word_off, reads.name_off
+    return Reads(
+        names=reads.names[no[start]:no[end]], name_off=no[start:end + 1] - no[start],
+        name_hash=reads.name_hash[start:end],
+        codes=reads.codes[ro[start]:ro[end]], rc_codes=reads.rc_codes[ro[start]:ro[end]],
+        quals=reads.quals[ro[start]:ro[end]], read_off=ro[start:end + 1] - ro[start],
+        packed=reads.packed[wo[start]:wo[end]], rc_packed=reads.rc_packed[wo[start]:wo[end]],
+        word_off=wo[start:end + 1] - wo[start],
+        hbin=reads.hbin[start:end], rc_hbin=reads.rc_hbin[start:end], k=reads.k)

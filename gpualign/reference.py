@@ -1,0 +1,118 @@
+"""Reference FASTA: parse, validate and mask (stage mask_reference).
+
+Masking makes the genome canonical: upper case, IUPAC ambiguity codes and any other
+letter become N. Runs of N are recorded as BED so users can see what cannot be mapped to.
+"""
+
+
+import numpy as np
+import pysam
+
+from .errors import InputError
+from .seqio import read_bytes, split_lines
+from .atomic import atomic_path
+
+# Letters we accept in a reference; everything that is not A/C/G/T becomes N.
+_LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz*-"
+_TO_MASKED = bytes.maketrans(
+    b"acgtn" + bytes(c for c in _LETTERS if chr(c).upper() not in "ACGT"),
+    b"ACGTN" + b"N" * len(bytes(c for c in _LETTERS if chr(c).upper() not in "ACGT")),
+)
+
+
+def parse_fasta(path: str):
+    """Yield (name, sequence bytes, header line number) for each contig, validating as we go."""
+    lines = split_lines(read_bytes(path, "reference"))
+    if not any(ln.strip() for ln in lines):
+        raise InputError(f"reference {path}: empty file")
+    name, header_line, chunks = None, 0, []
+    seen = set()
+    for lineno, line in enumerate(lines, 1):
+        if line.startswith(b">"):
+            if name is not None:
+                yield _finish_contig(path, name, header_line, chunks)
+            name = _contig_name(path, line, lineno, seen)
+            header_line, chunks = lineno, []
+        elif name is None:
+            if line.strip():
+                raise InputError(f"reference {path} line {lineno}: sequence before the first '>' header (not a FASTA file?)")
+        else:
+            seq = line.strip()
+            bad = seq.translate(None, _LETTERS)
+            if bad:
+                raise InputError(f"reference {path} line {lineno}: invalid character {bad[:1].decode(errors='replace')!r} in sequence")
+            chunks.append(seq)
+    if name is not None:
+        yield _finish_contig(path, name, header_line, chunks)
+
+
+def _contig_name(path, line, lineno, seen):
+    words = line[1:].split()
+    if not words:
+        raise InputError(f"reference {path} line {lineno}: header with no contig name")
+    name = words[0].decode("ascii", errors="replace")
+    if not all(33 <= ord(c) < 127 for c in name) or name[0] in "*=":
+        raise InputError(f"reference {path} line {lineno}: contig name {name!r} is not a valid SAM reference name")
+    if name in seen:
+        raise InputError(f"reference {path} line {lineno}: duplicate contig name {name!r}")
+    seen.add(name)
+    return name
+
+
+def _finish_contig(path, name, header_line, chunks):
+    seq = b"".join(chunks).translate(_TO_MASKED)
+    if not seq:
+        raise InputError(f"reference {path} line {header_line}: contig {name!r} has no sequence")
+    return name, seq, header_line
+
+
+def n_runs(seq: bytes):
+    """(start, end) of every run of N, 0-based half-open."""
+    isn = np.frombuffer(seq, dtype=np.uint8) == ord("N")
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], isn.view(np.int8), [0]))))
+    return edges.reshape(-1, 2)
+
+
+def mask_reference(src: str, out_fa: str, out_bed: str, out_contigs: str, line_width: int = 60) -> dict:
+    """Write the masked FASTA (+ .fai), the N-run BED and the contig table. Returns a summary."""
+    contigs, total, total_n = [], 0, 0
+    with atomic_path(out_fa) as fa_tmp, atomic_path(out_bed) as bed_tmp:
+        with open(fa_tmp, "wb") as fa, open(bed_tmp, "w") as bed:
+            for name, seq, _ in parse_fasta(src):
+                fa.write(b">" + name.encode() + b"\n")
+                for i in range(0, len(seq), line_width):
+                    fa.write(seq[i:i + line_width] + b"\n")
+                for start, end in n_runs(seq):
+                    bed.write(f"{name}\t{start}\t{end}\n")
+                    total_n += int(end - start)
+                contigs.append((name, len(seq), total))
+                total += len(seq)
+    with atomic_path(out_fa + ".fai") as fai_tmp:
+        pysam.faidx(out_fa, "--fai-idx", fai_tmp)
+    write_contig_table(out_contigs, contigs)
+    return {"contigs": len(contigs), "bases": total, "n_bases": total_n}
+
+
+def write_contig_table(path, contigs):
+    with atomic_path(path) as tmp, open(tmp, "w") as fh:
+        fh.write("name\tlength\toffset\n")
+        for name, length, offset in contigs:
+            fh.write(f"{name}\t{length}\t{offset}\n")
+
+
+def read_contig_table(path):
+    """Contig names, lengths and offsets in the concatenated genome."""
+    names, lengths, offsets = [], [], []
+    with open(path) as fh:
+        header = fh.readline().rstrip("\n").split("\t")
+        if header != ["name", "length", "offset"]:
+            raise InputError(f"contig table {path}: unexpected header {header}")
+        for line in fh:
+            name, length, offset = line.rstrip("\n").split("\t")
+            names.append(name)
+            lengths.append(int(length))
+            offsets.append(int(offset))
+    return names, np.array(lengths, dtype=np.int64), np.array(offsets, dtype=np.int64)
+
+
+__all__ = ["parse_fasta", "mask_reference", "read_contig_table", "write_contig_table", "n_runs"]
