@@ -124,7 +124,7 @@ def seed_kmer(q, qoff, o, k):
     """Code of the k-mer at read offset o, -1 if it contains N."""
     v = 0
     for x in range(k):
-        c = q[qoff + o + x]
+        c = np.int64(q[qoff + o + x])   # uint8 arithmetic would wrap in the simulator
         if c > 3:
             return -1
         v = v * 4 + c

@@ -1,0 +1,210 @@
+"""CUDA backend: the per-read kernels of core.py as numba.cuda device functions, one thread per
+read (exact match, seeding) or per read-candidate pair (extension, traceback).
+
+Three layers, after numba-cuda's examples: kernels; private launchers (to_device, grid from
+cuda_config, launch, copy back); public *_stage functions with the same signatures as cpu.py.
+Device memory per batch is bounded by the batch size: every buffer is sized from the batch.
+"""
+
+import types
+
+import numpy as np
+from numba import cuda
+
+from . import core, cuda_config
+from .params import MAX_INDELS
+
+NAME = "cuda"
+MAX_W = 2 * MAX_INDELS + 2   # band row plus one, for the local-memory arrays of the DP
+
+_SHARED = ["base_at", "genome_word", "any_n", "contig_of", "read_matches_at", "exact_hits",
+           "seed_kmer", "seed_offset", "collect_seed_hits", "heapsort", "sift_down",
+           "find_candidates", "window_of", "banded_dp", "push_op", "traceback"]
+
+
+def _device_functions():
+    """Recompile core's functions as device functions; their calls to each other resolve to the
+    device versions through a copy of core's globals."""
+    g = dict(vars(core))
+    for name in _SHARED:
+        py = getattr(core, name).py_func
+        g[name] = cuda.jit(device=True)(types.FunctionType(py.__code__, g, name, py.__defaults__))
+    return g
+
+
+_dev = _device_functions()
+d_exact_hits = _dev["exact_hits"]
+d_find_candidates = _dev["find_candidates"]
+d_window_of = _dev["window_of"]
+d_banded_dp = _dev["banded_dp"]
+d_traceback = _dev["traceback"]
+
+
+@cuda.jit(cache=True)
+def _exact_kernel(packed, rc_packed, word_off, read_off, hbin, rc_hbin, g_packed, g_nmask, c_off, c_end,
+                  idx_off, idx_pos, max_occ, emax, counts, keys):
+    r = cuda.grid(1)
+    if r >= read_off.shape[0] - 1:
+        return
+    n = read_off[r + 1] - read_off[r]
+    c = d_exact_hits(packed, word_off[r], n, hbin[r], 0, g_packed, g_nmask, c_off, c_end,
+                     idx_off, idx_pos, max_occ, keys, r * emax, emax, 0)
+    counts[r] = d_exact_hits(rc_packed, word_off[r], n, rc_hbin[r], 1, g_packed, g_nmask, c_off, c_end,
+                             idx_off, idx_pos, max_occ, keys, r * emax, emax, c)
+
+
+@cuda.jit(cache=True)
+def _candidate_kernel(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax, mcand,
+                      ncand, cand_keys, cand_votes):
+    x = cuda.grid(1)
+    if x >= sel.shape[0]:
+        return
+    r = sel[x]
+    ncand[x] = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
+                                 idx_off, idx_pos, max_occ, t, hits, x * hmax, hmax,
+                                 cand_keys, cand_votes, x * mcand, mcand)
+
+
+@cuda.jit(cache=True)
+def _extend_kernel(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize, t,
+                   match, mismatch, gap_open, gap_ext, tb, out):
+    x = cuda.grid(1)
+    if x >= pair_read.shape[0]:
+        return
+    H = cuda.local.array(MAX_W, dtype=np.int32)
+    F = cuda.local.array(MAX_W, dtype=np.int32)
+    HS = cuda.local.array(MAX_W, dtype=np.int32)
+    FS = cuda.local.array(MAX_W, dtype=np.int32)
+    res = cuda.local.array(4, dtype=np.int64)
+    win = cuda.local.array(4, dtype=np.int64)
+    r = pair_read[x]
+    n = read_off[r + 1] - read_off[r]
+    d_window_of(pair_key[x], n, t, c_off, c_end, gsize, win)
+    out[x, 6] = win[0]
+    out[x, 7] = win[2]
+    if win[3] == 1:
+        d_banded_dp(rc_codes, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, 0,
+                    match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
+    else:
+        d_banded_dp(codes, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, 0,
+                    match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
+    out[x, 0] = res[0]
+    out[x, 1] = res[2]
+    if win[3] == 1:
+        d_banded_dp(rc_codes, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
+                    match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
+    else:
+        d_banded_dp(codes, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
+                    match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
+    out[x, 2] = res[0]
+    out[x, 3] = res[1]
+    out[x, 4] = res[2]
+    out[x, 5] = res[3]
+
+
+@cuda.jit(cache=True)
+def _trace_kernel(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
+                  t, match, mismatch, gap_open, gap_ext, maxlen, tb, maxops, ops, lens, out):
+    x = cuda.grid(1)
+    if x >= sel_read.shape[0]:
+        return
+    H = cuda.local.array(MAX_W, dtype=np.int32)
+    F = cuda.local.array(MAX_W, dtype=np.int32)
+    HS = cuda.local.array(MAX_W, dtype=np.int32)
+    FS = cuda.local.array(MAX_W, dtype=np.int32)
+    res = cuda.local.array(4, dtype=np.int64)
+    win = cuda.local.array(4, dtype=np.int64)
+    r = sel_read[x]
+    n = read_off[r + 1] - read_off[r]
+    tboff = x * maxlen * (2 * t + 1)
+    d_window_of(sel_key[x], n, t, c_off, c_end, gsize, win)
+    if win[3] == 1:
+        d_banded_dp(rc_codes, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, sel_local[x],
+                    match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, tboff, True, res)
+    else:
+        d_banded_dp(codes, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, sel_local[x],
+                    match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, tboff, True, res)
+    out[x, 0] = res[0]
+    out[x, 3] = res[1]
+    out[x, 4] = res[2]
+    d_traceback(tb, tboff, t, win[2], res[1], res[2], ops, lens, x * maxops, res)
+    out[x, 5] = res[0]
+    out[x, 1] = res[1]
+    out[x, 2] = win[0] + res[2]
+
+
+_resident = {}
+
+
+def _on_device(arr):
+    """Genome and index arrays go to the GPU once per process, not once per batch."""
+    key = (id(arr), arr.__array_interface__["data"][0], arr.shape)
+    if key not in _resident:
+        _resident[key] = (arr, cuda.to_device(np.ascontiguousarray(arr)))
+    return _resident[key][1]
+
+
+def _launch(kernel, n, *args):
+    if n > 0:
+        kernel[cuda_config.blocks_for(n), cuda_config.THREADS_PER_BLOCK](*args)
+
+
+def _genome_args(genome):
+    return (_on_device(genome.packed), _on_device(genome.nmask), _on_device(genome.offsets),
+            _on_device(genome.ends))
+
+
+def exact_stage(reads, genome, index, p):
+    n = len(reads)
+    counts = cuda.to_device(np.zeros(n, dtype=np.int64))
+    keys = cuda.to_device(np.full(n * p.max_exact, -1, dtype=np.int64))
+    _launch(_exact_kernel, n, cuda.to_device(reads.packed), cuda.to_device(reads.rc_packed),
+            cuda.to_device(reads.word_off), cuda.to_device(reads.read_off), cuda.to_device(reads.hbin),
+            cuda.to_device(reads.rc_hbin), *_genome_args(genome), _on_device(index.offsets),
+            _on_device(index.positions), index.max_occ, p.max_exact, counts, keys)
+    return counts.copy_to_host(), keys.copy_to_host().reshape(n, p.max_exact)
+
+
+def candidate_stage(reads, sel, index, p):
+    m = len(sel)
+    ncand = cuda.to_device(np.zeros(m, dtype=np.int64))
+    keys = cuda.to_device(np.full(max(m, 1) * p.max_candidates, -1, dtype=np.int64))
+    votes = cuda.to_device(np.zeros(max(m, 1) * p.max_candidates, dtype=np.int64))
+    hits = cuda.device_array(max(m, 1) * p.max_hits, dtype=np.int64)
+    _launch(_candidate_kernel, m, cuda.to_device(np.asarray(sel, dtype=np.int64)), cuda.to_device(reads.codes),
+            cuda.to_device(reads.rc_codes), cuda.to_device(reads.read_off), reads.k, _on_device(index.offsets),
+            _on_device(index.positions), index.max_occ, p.max_indels, hits, p.max_hits, p.max_candidates,
+            ncand, keys, votes)
+    keys = keys.copy_to_host()[:m * p.max_candidates]
+    votes = votes.copy_to_host()[:m * p.max_candidates]
+    return ncand.copy_to_host(), keys.reshape(m, -1), votes.reshape(m, -1)
+
+
+def extend_stage(reads, genome, pair_read, pair_key, p):
+    m = len(pair_read)
+    out = cuda.to_device(np.zeros((max(m, 1), 8), dtype=np.int64))
+    _launch(_extend_kernel, m, cuda.to_device(np.asarray(pair_read, dtype=np.int64)),
+            cuda.to_device(np.asarray(pair_key, dtype=np.int64)), cuda.to_device(reads.codes),
+            cuda.to_device(reads.rc_codes), cuda.to_device(reads.read_off), *_genome_args(genome), genome.size,
+            p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend,
+            cuda.to_device(np.zeros(1, dtype=np.uint8)), out)
+    return out.copy_to_host()[:m]
+
+
+def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
+    m = len(sel_read)
+    maxlen = int(reads.lengths.max(initial=1))
+    maxops = 2 * maxlen + 2
+    W = 2 * p.max_indels + 1
+    ops = cuda.to_device(np.zeros(max(m, 1) * maxops, dtype=np.uint8))
+    lens = cuda.to_device(np.zeros(max(m, 1) * maxops, dtype=np.int32))
+    out = cuda.to_device(np.zeros((max(m, 1), 6), dtype=np.int64))
+    tb = cuda.device_array(max(m, 1) * maxlen * W, dtype=np.uint8)
+    _launch(_trace_kernel, m, cuda.to_device(np.asarray(sel_read, dtype=np.int64)),
+            cuda.to_device(np.asarray(sel_key, dtype=np.int64)), cuda.to_device(np.asarray(sel_local, dtype=np.int64)),
+            cuda.to_device(reads.codes), cuda.to_device(reads.rc_codes), cuda.to_device(reads.read_off),
+            *_genome_args(genome), genome.size, p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend,
+            maxlen, tb, maxops, ops, lens, out)
+    ops = ops.copy_to_host()[:m * maxops].reshape(m, maxops)
+    lens = lens.copy_to_host()[:m * maxops].reshape(m, maxops)
+    return ops, lens, out.copy_to_host()[:m]

@@ -1,0 +1,8 @@
+"""Launch parameters of the CUDA kernels, in one place so tests can patch them small
+(forcing multi-block launches on tiny inputs in the simulator)."""
+
+THREADS_PER_BLOCK = 128
+
+
+def blocks_for(n: int) -> int:
+    return max(1, (n + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK)
