@@ -24,8 +24,9 @@ def get_backend(name: str, log=None):
     from . import cpu
     if name == "cpu":
         return cpu
-    from numba import cuda as nbcuda
-    available = nbcuda.is_available()
+    from numba import config as nbconfig, cuda as nbcuda
+    # the CUDA simulator counts as available; auto must never pick it (tests ask for it by name)
+    available = nbcuda.is_available() and (name == "cuda" or not nbconfig.ENABLE_CUDASIM)
     if name == "cuda":
         if not available:
             from .errors import InputError

@@ -1,0 +1,118 @@
+"""Both backends against the naive references, stage by stage, and against each other.
+
+The CUDA backend runs in numba's simulator here (conftest.py); run with NUMBA_ENABLE_CUDASIM=0 on
+a GPU machine to check the compiled kernels with these same tests.
+"""
+
+import numpy as np
+import pytest
+
+from gpualign import core, cpu, cuda, cuda_config
+from gpualign.index import build_index
+from gpualign.mapper import map_batch
+from gpualign.params import MapParams
+from gpualign.reads import encode_reads, subset
+
+import naive
+from helpers import random_genome, simulate_reads
+
+P = MapParams(max_indels=3, max_candidates=4, max_hits=256)
+
+
+@pytest.fixture(params=["cpu", "cuda"])
+def backend(request, monkeypatch):
+    if request.param == "cuda":
+        monkeypatch.setattr(cuda_config, "THREADS_PER_BLOCK", 4)   # several blocks even for tiny inputs
+        return cuda
+    return cpu
+
+
+@pytest.fixture
+def world():
+    rng = np.random.default_rng()
+    genome, seqs = random_genome(rng, lengths=(1500, 700), repeat=120)
+    index = build_index(genome, k=8, max_occ=50)
+    return rng, genome, seqs, index
+
+
+def test_exact_stage_finds_every_occurrence(backend, world):
+    rng, genome, seqs, index = world
+    text = "".join(seqs)
+    names, reads, quals = [], [], []
+    for i in range(12):
+        p = int(rng.integers(0, len(text) - 40))
+        r = text[p:p + int(rng.integers(20, 40))]
+        if i % 3 == 0:
+            r = r[:10] + ("A" if r[10] != "A" else "C") + r[11:]
+        names.append(f"r{i}".encode())
+        reads.append(r.encode())
+        quals.append(b"I" * len(r))
+    reads.append(seqs[0][:30].encode())        # inside the repeat: two exact copies
+    names.append(b"rep")
+    quals.append(b"I" * 30)
+    batch = encode_reads(names, reads, quals, 8)
+    counts, keys = backend.exact_stage(batch, genome, index, P)
+    gcodes = genome.codes()
+    bounds = list(zip(genome.offsets.tolist(), genome.ends.tolist()))
+    for r in range(len(batch)):
+        s, e = batch.read_off[r], batch.read_off[r + 1]
+        want = [core.DIAG_BIAS + p for p in naive.exact_occurrences(gcodes, bounds, batch.codes[s:e])]
+        want += [core.STRAND_BIT + core.DIAG_BIAS + p for p in naive.exact_occurrences(gcodes, bounds, batch.rc_codes[s:e])]
+        assert counts[r] == len(want)
+        assert keys[r, :min(len(want), P.max_exact)].tolist() == want[:P.max_exact]
+    assert counts[-1] >= 2
+
+
+def test_extend_stage_matches_naive_dp(backend, world):
+    rng, genome, seqs, index = world
+    batch, _ = simulate_reads(rng, seqs, 6, length=40)
+    pair_read = np.repeat(np.arange(len(batch)), 2)
+    keys = []
+    for r in range(len(batch)):
+        for _ in range(2):
+            strand = int(rng.integers(2))
+            keys.append(strand * core.STRAND_BIT + core.DIAG_BIAS + int(rng.integers(-5, genome.size)))
+    out = backend.extend_stage(batch, genome, pair_read, np.array(keys), P)
+    gcodes = genome.codes().tolist()
+    for x, (r, key) in enumerate(zip(pair_read, keys)):
+        s, e = batch.read_off[r], batch.read_off[r + 1]
+        q = (batch.rc_codes if key >= core.STRAND_BIT else batch.codes)[s:e].tolist()
+        ws, c0 = int(out[x, 6]), int(out[x, 7])
+        win = np.zeros(4, dtype=np.int64)
+        core.window_of(key, e - s, P.max_indels, genome.offsets, genome.ends, genome.size, win)
+        ref = gcodes[ws:ws + int(win[1])]
+        for local, cols in ((0, (0, 1)), (1, (2, 3, 4, 5))):
+            want = naive.banded_align(q, ref, c0, P.max_indels, local, 1, 4, 6, 1)
+            if want[0] == float("-inf"):
+                assert out[x, cols[0]] <= core.NEG // 2
+            elif local:
+                assert tuple(out[x, list(cols)]) == want
+            else:
+                assert (out[x, 0], out[x, 1]) == (want[0], want[2])
+
+
+def test_candidates_contain_the_true_locus(backend, world):
+    rng, genome, seqs, index = world
+    batch, (names, _, _) = simulate_reads(rng, seqs, 10, length=50, sub=0.01, indel=0.0)
+    ncand, keys, votes = backend.candidate_stage(batch, np.arange(len(batch)), index, P)
+    for r, name in enumerate(names):
+        _, contig, pos, strand = name.decode().split(":")
+        true = int(genome.offsets[int(contig[3:]) - 1]) + int(pos) - 1
+        diags = [int(k) - (core.STRAND_BIT if k >= core.STRAND_BIT else 0) - core.DIAG_BIAS for k in keys[r, :ncand[r]]]
+        strands = [int(k >= core.STRAND_BIT) for k in keys[r, :ncand[r]]]
+        assert any(abs(d - true) <= P.max_indels and s == (strand == "-") for d, s in zip(diags, strands)), name
+        assert list(votes[r, :ncand[r]]) == sorted(votes[r, :ncand[r]], reverse=True)
+
+
+def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world):
+    rng, genome, seqs, index = world
+    batch, _ = simulate_reads(rng, seqs, 14, length=45, n_rate=0.01)
+    monkeypatch.setattr(cuda_config, "THREADS_PER_BLOCK", 8)
+    results = [map_batch(batch, genome, index, P, cpu), map_batch(batch, genome, index, P, cuda)]
+    halves = [map_batch(subset(batch, a, b), genome, index, P, cpu) for a, b in ((0, 5), (5, len(batch)))]
+    a, b = results
+    for f in ("key", "local", "score", "sub", "mapq", "mapped", "trace", "ops", "lens"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    for f in ("key", "score", "sub", "mapq"):
+        assert np.array_equal(getattr(a, f), np.concatenate([getattr(h, f) for h in halves])), f
+    assert len(a.mapped) >= 12
