@@ -1,0 +1,22 @@
+# Two commands for a fresh machine:
+#   make demo   set up a virtual environment and run the workflow on the bundled demo data
+#   make test   set up the same environment and run the tests
+PYTHON ?= python3
+VENV ?= .venv
+CORES ?= 2
+
+.PHONY: demo test setup
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH snakemake --cores $(CORES) --resources gpu=1
+
+test: setup
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH python -m pytest -q

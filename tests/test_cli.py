@@ -1,0 +1,86 @@
+"""The command line as a user runs it: index, map to BAM and to SAM on stdout, one-line errors."""
+
+import gzip
+import os
+import subprocess
+import sys
+
+import pysam
+import pytest
+
+from gpualign.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEMO_FA = os.path.join(ROOT, "resources", "demo", "lambda.fa")
+DEMO_FQ = os.path.join(ROOT, "resources", "demo", "reads.fq.gz")
+
+
+def count_fastq(path):
+    with gzip.open(path, "rt") as fh:
+        return sum(1 for _ in fh) // 4
+
+
+def run_cli(*args):
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    return subprocess.run([sys.executable, "-m", "gpualign", *args], capture_output=True, text=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def prefix(tmp_path_factory):
+    p = str(tmp_path_factory.mktemp("idx") / "lambda")
+    assert main(["index", DEMO_FA, "-p", p, "-k", "8"]) == 0
+    return p
+
+
+def test_map_to_bam_keeps_every_read_once(prefix, tmp_path):
+    out = str(tmp_path / "out.bam")
+    assert main(["map", prefix, DEMO_FQ, "-o", out, "-t", "2", "--rg-id", "demo", "--backend", "cpu"]) == 0
+    with pysam.AlignmentFile(out) as bam:
+        header = bam.header.to_dict()
+        records = list(bam)
+    primary = [r for r in records if not r.is_secondary and not r.is_supplementary]
+    assert len(primary) == count_fastq(DEMO_FQ) == len({r.query_name for r in primary})
+    assert header["RG"][0]["ID"] == "demo" and header["PG"][0]["ID"] == "gpualign"
+    assert "map" in header["PG"][0]["CL"]
+    assert all(r.get_tag("RG") == "demo" for r in records)
+    mapped = [r for r in records if not r.is_unmapped]
+    assert len(mapped) > 0.95 * len(records)
+    for r in mapped[:200]:
+        assert r.has_tag("NM") and r.has_tag("MD") and r.has_tag("AS")
+        assert r.query_alignment_length <= r.query_length
+
+
+def test_map_without_output_writes_sam_to_stdout(prefix):
+    proc = run_cli("map", prefix, DEMO_FQ, "--backend", "cpu")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("@HD")
+    assert sum(1 for ln in lines if not ln.startswith("@")) == count_fastq(DEMO_FQ)
+    assert "falling back" not in proc.stderr   # cpu was asked for by name
+
+
+def test_auto_backend_says_it_falls_back_to_cpu(prefix, tmp_path):
+    proc = run_cli("map", prefix, DEMO_FQ, "-o", str(tmp_path / "x.bam"))
+    assert proc.returncode == 0
+    assert "falling back to the CPU backend" in proc.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["map", "/nonexistent/prefix", DEMO_FQ], "missing /nonexistent/prefix.2bit.npy"),
+    (["index", "/nonexistent.fa", "-p", "x"], "/nonexistent.fa: no such file"),
+])
+def test_errors_are_one_line_without_traceback(args, message):
+    proc = run_cli(*args)
+    assert proc.returncode == 1
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_bad_reads_leave_no_output(prefix, tmp_path):
+    bad = tmp_path / "bad.fq"
+    bad.write_text("@a\nACGT\n+\nIIII\n@b\nACG\n")
+    out = tmp_path / "out.bam"
+    proc = run_cli("map", prefix, str(bad), "-o", str(out))
+    assert proc.returncode == 1 and "line 5: truncated FASTQ record" in proc.stderr
+    assert not out.exists() and os.listdir(tmp_path) == ["bad.fq"]

@@ -1,0 +1,68 @@
+import gzip
+
+import numpy as np
+import pytest
+
+from gpualign.errors import InputError
+from gpualign.reads import MAX_READ_LEN, encode_fastq, load_reads, parse_fastq, save_reads
+
+COMP = str.maketrans("ACGTN", "TGCAN")
+
+
+def fastq(path, records, crlf=False, gz=False):
+    nl = "\r\n" if crlf else "\n"
+    text = "".join(f"@{n}{nl}{s}{nl}+{nl}{q}{nl}" for n, s, q in records)
+    path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    return str(path)
+
+
+@pytest.mark.parametrize("crlf, gz", [(False, False), (True, False), (False, True)])
+def test_encode_keeps_bases_qualities_and_reverse_complements(tmp_path, crlf, gz):
+    rng = np.random.default_rng()
+    recs = []
+    for i in range(20):
+        n = int(rng.integers(0, 60))
+        s = "".join(rng.choice(list("ACGTNacgtRY"), size=n))
+        recs.append((f"read{i}/1 extra words", s, "".join(chr(33 + int(v)) for v in rng.integers(0, 41, size=n))))
+    reads = encode_fastq(fastq(tmp_path / "r.fq", recs, crlf, gz), k=5)
+    assert len(reads) == 20
+    for i, (_, s, q) in enumerate(recs):
+        a, b = reads.read_off[i], reads.read_off[i + 1]
+        clean = "".join(c if c in "ACGT" else "N" for c in s.upper())
+        assert reads.name(i) == f"read{i}"
+        assert "".join("ACGTN"[c] for c in reads.codes[a:b]) == clean
+        assert "".join("ACGTN"[c] for c in reads.rc_codes[a:b]) == clean.translate(COMP)[::-1]
+        assert reads.quals[a:b].tolist() == [ord(c) - 33 for c in q]
+        words = reads.packed[reads.word_off[i]:reads.word_off[i + 1]]
+        unpacked = [(int(words[x // 16]) >> (2 * (x % 16))) & 3 for x in range(b - a)]
+        assert unpacked == [c & 3 for c in reads.codes[a:b]]
+        header = clean[:5]
+        want = -1 if len(clean) < 5 or "N" in header else int("".join(str("ACGT".index(c)) for c in header), 4)
+        assert reads.hbin[i] == want
+    save_reads(reads, str(tmp_path / "r.npz"))
+    again = load_reads(str(tmp_path / "r.npz"))
+    assert np.array_equal(again.codes, reads.codes) and again.k == 5
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "empty file"),
+    ("@a\nACGT\n+\nIIII\n@b\nAC\n", "line 5: truncated FASTQ record"),
+    ("@a\nACGT\n+\nIII\n", "line 1: sequence and quality lengths differ"),
+    ("@a\nACGT\nIIII\n+\n", "line 3: expected a '\\+' line"),
+    ("a\nACGT\n+\nIIII\n", "line 1: expected a '@name' header"),
+    ("@a\nAC-T\n+\nIIII\n", "line 2: invalid base '-'"),
+    ("@a\nACGT\n+\nII I\n", "line 4: quality character outside"),
+])
+def test_bad_fastq_is_one_clear_error(tmp_path, text, message):
+    path = tmp_path / "bad.fq"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message) as err:
+        parse_fastq(str(path))
+    assert str(path) in str(err.value)
+
+
+def test_too_long_read_is_rejected(tmp_path):
+    n = MAX_READ_LEN + 1
+    path = fastq(tmp_path / "long.fq", [("a", "A" * n, "I" * n)])
+    with pytest.raises(InputError, match=f"longer than the {MAX_READ_LEN} supported"):
+        parse_fastq(path)

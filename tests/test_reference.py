@@ -1,0 +1,80 @@
+import gzip
+
+import numpy as np
+import pytest
+
+from gpualign.errors import InputError
+from gpualign.genome import load_genome, pack_reference
+from gpualign.index import build_index
+from gpualign.reference import mask_reference, parse_fasta, read_contig_table
+
+from helpers import genome_from_text
+
+
+def write(path, text, gz=False):
+    data = text.encode()
+    path.write_bytes(gzip.compress(data) if gz else data)
+    return str(path)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_mask_uppercases_and_turns_iupac_into_n(tmp_path, gz):
+    src = write(tmp_path / ("in.fa.gz" if gz else "in.fa"), ">a desc\nacgtRYKM\nNNNNacgt\r\n>b\nTTTTnnGG\n", gz)
+    summary = mask_reference(src, str(tmp_path / "m.fa"), str(tmp_path / "m.bed"), str(tmp_path / "m.tsv"))
+    assert (tmp_path / "m.fa").read_text() == ">a\nACGTNNNNNNNNACGT\n>b\nTTTTNNGG\n"
+    assert (tmp_path / "m.bed").read_text() == "a\t4\t12\nb\t4\t6\n"
+    assert summary == {"contigs": 2, "bases": 24, "n_bases": 10}
+    names, lengths, offsets = read_contig_table(str(tmp_path / "m.tsv"))
+    assert names == ["a", "b"] and lengths.tolist() == [16, 8] and offsets.tolist() == [0, 16]
+    assert (tmp_path / "m.fa.fai").read_text().splitlines()[1].startswith("b\t8\t")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "empty file"),
+    ("ACGT\n", "line 1: sequence before the first '>'"),
+    (">a\nACGT\n>b\n>c\nAC\n", "line 3: contig 'b' has no sequence"),
+    (">a\nACGT\n>a\nAC\n", "line 3: duplicate contig name 'a'"),
+    (">a\nAC1T\n", "line 2: invalid character '1'"),
+    (">\nACGT\n", "line 1: header with no contig name"),
+])
+def test_bad_fasta_is_one_clear_error(tmp_path, text, message):
+    src = write(tmp_path / "bad.fa", text)
+    with pytest.raises(InputError, match=message) as err:
+        list(parse_fasta(src))
+    assert src in str(err.value) and "\n" not in str(err.value)
+
+
+def test_corrupt_gzip_is_reported(tmp_path):
+    path = tmp_path / "x.fa.gz"
+    path.write_bytes(gzip.compress(b">a\nACGT\n" * 1000)[:-20])
+    with pytest.raises(InputError, match="corrupt or truncated gzip"):
+        list(parse_fasta(str(path)))
+
+
+def test_pack_round_trips_and_index_matches_a_dictionary(tmp_path):
+    rng = np.random.default_rng()
+    seqs = ["".join(rng.choice(list("ACGTN"), size=n, p=[.24, .24, .24, .24, .04])) for n in (333, 17, 5, 700)]
+    src = write(tmp_path / "g.fa", "".join(f">c{i}\n{s}\n" for i, s in enumerate(seqs)))
+    pack_reference(src, str(tmp_path / "g.2bit.npy"), str(tmp_path / "g.nmask.npy"), str(tmp_path / "g.tsv"))
+    genome = load_genome(str(tmp_path / "g.2bit.npy"), str(tmp_path / "g.nmask.npy"), str(tmp_path / "g.tsv"))
+    assert "".join("ACGTN"[c] for c in genome.codes()) == "".join(seqs)
+    k = 6
+    want = {}
+    for off, s in zip(genome.offsets, seqs):
+        for p in range(len(s) - k + 1):
+            if "N" not in s[p:p + k]:
+                want.setdefault(s[p:p + k], []).append(int(off) + p)
+    for chunk in (7, 1 << 20):   # chunked builds must equal one-piece builds
+        index = build_index(genome, k=k, max_occ=3, chunk=chunk)
+        got = {}
+        for code in np.flatnonzero(np.diff(index.offsets)):
+            kmer = "".join("ACGT"[(code >> (2 * (k - 1 - x))) & 3] for x in range(k))
+            got[kmer] = index.positions[index.offsets[code]:index.offsets[code + 1]].tolist()
+        assert got == want
+        assert index.capped_bins == sum(len(v) > 3 for v in want.values())
+
+
+def test_genome_codes_of_helper_genome():
+    g = genome_from_text(["ACGTN", "GG"])
+    assert g.codes().tolist() == [0, 1, 2, 3, 4, 2, 2]
+    assert g.ends.tolist() == [5, 7]
