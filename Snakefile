@@ -1,8 +1,10 @@
 # gpualign: FASTQ -> sorted, indexed BAM with the GPU short-read aligner (CPU fallback).
 #
-#   snakemake --cores 4                       # the bundled demo, settings in config.yaml
-#   snakemake --cores 16 --resources gpu=1    # one GPU job at a time (the default profile's cap)
-#   snakemake --profile workflow/profiles/slurm
+#   snakemake --cores 4 --resources gpu=1                  # the bundled demo (config.yaml)
+#   snakemake --profile workflow/profiles/slurm             # SLURM cluster
+#
+# The local profile workflow/profiles/default (all cores, one GPU job at a time) is loaded
+# automatically through the top-level link profiles -> workflow/profiles, where Snakemake looks.
 #
 # Stages, one rule file each: reference (download, mask, pack) -> index -> reads (encode)
 # -> align -> bam (sort, index) -> report (stats). See workflow/rules/*.smk.

@@ -14,6 +14,10 @@ Candidate keys pack (strand, diagonal) into one int64 that sorts by strand then 
 key = strand * STRAND_BIT + diagonal + DIAG_BIAS, diagonal = genome position of read base 0.
 """
 
+from .jitcache import use_versioned_cache
+
+use_versioned_cache()  # before any @njit / @cuda.jit below
+
 import numpy as np
 from numba import njit
 
@@ -386,6 +390,25 @@ def banded_dp(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, local,
     res[1] = bi
     res[2] = bj
     res[3] = bs
+
+
+@njit(cache=True)
+def local_can_win(global_score, n, match, clip_penalty):
+    """Whether a soft-clipped local alignment could be preferred to this end-to-end score.
+
+    A local alignment covering the whole read is also end-to-end, so it must clip an end, and it
+    scores at most n * match: with the end-to-end score within one clip penalty of that, it cannot win.
+    """
+    return global_score < n * match - clip_penalty
+
+
+@njit(cache=True)
+def skip_local(out, x, n):
+    """Mark a pair's local alignment as not computed (it cannot be chosen)."""
+    out[x, 2] = NEG
+    out[x, 3] = n
+    out[x, 4] = 0
+    out[x, 5] = 0
 
 
 @njit(cache=True)

@@ -3,10 +3,14 @@
 Public functions have the same signatures as those in cuda.py; mapper.py picks one module.
 """
 
+from .jitcache import use_versioned_cache
+
+use_versioned_cache()  # before any @njit / @cuda.jit below
+
 import numpy as np
 from numba import njit, prange
 
-from .core import banded_dp, exact_hits, find_candidates, traceback, window_of
+from .core import banded_dp, exact_hits, find_candidates, local_can_win, skip_local, traceback, window_of
 
 NAME = "cpu"
 
@@ -58,7 +62,7 @@ def candidate_stage(reads, sel, index, p):
 
 @njit(parallel=True, cache=True)
 def _extend(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize, t,
-            match, mismatch, gap_open, gap_ext, out):
+            match, mismatch, gap_open, gap_ext, clip_penalty, out):
     W = 2 * t + 1
     for x in prange(pair_read.shape[0]):
         r = pair_read[x]
@@ -78,6 +82,9 @@ def _extend(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c
                   match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
         out[x, 0] = res[0]
         out[x, 1] = res[2]
+        if not local_can_win(res[0], n, match, clip_penalty):
+            skip_local(out, x, n)
+            continue
         banded_dp(q, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
                   match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
         out[x, 2] = res[0]
@@ -92,7 +99,7 @@ def extend_stage(reads, genome, pair_read, pair_key, p):
     out = np.zeros((len(pair_read), 8), dtype=np.int64)
     _extend(np.asarray(pair_read, dtype=np.int64), np.asarray(pair_key, dtype=np.int64), reads.codes,
             reads.rc_codes, reads.read_off, genome.packed, genome.nmask, genome.offsets, genome.ends,
-            genome.size, p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend, out)
+            genome.size, p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty, out)
     return out
 
 

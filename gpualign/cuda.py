@@ -6,6 +6,10 @@ cuda_config, launch, copy back); public *_stage functions with the same signatur
 Device memory per batch is bounded by the batch size: every buffer is sized from the batch.
 """
 
+from .jitcache import use_versioned_cache
+
+use_versioned_cache()  # before any @njit / @cuda.jit below
+
 import types
 
 import numpy as np
@@ -19,7 +23,7 @@ MAX_W = 2 * MAX_INDELS + 2   # band row plus one, for the local-memory arrays of
 
 _SHARED = ["base_at", "genome_word", "any_n", "contig_of", "read_matches_at", "exact_hits",
            "seed_kmer", "seed_offset", "collect_seed_hits", "heapsort", "sift_down",
-           "find_candidates", "window_of", "banded_dp", "push_op", "traceback"]
+           "find_candidates", "window_of", "banded_dp", "local_can_win", "skip_local", "push_op", "traceback"]
 
 
 def _device_functions():
@@ -38,6 +42,8 @@ d_find_candidates = _dev["find_candidates"]
 d_window_of = _dev["window_of"]
 d_banded_dp = _dev["banded_dp"]
 d_traceback = _dev["traceback"]
+d_local_can_win = _dev["local_can_win"]
+d_skip_local = _dev["skip_local"]
 
 
 @cuda.jit(cache=True)
@@ -67,7 +73,7 @@ def _candidate_kernel(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_o
 
 @cuda.jit(cache=True)
 def _extend_kernel(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize, t,
-                   match, mismatch, gap_open, gap_ext, tb, out):
+                   match, mismatch, gap_open, gap_ext, clip_penalty, tb, out):
     x = cuda.grid(1)
     if x >= pair_read.shape[0]:
         return
@@ -90,6 +96,9 @@ def _extend_kernel(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_n
                     match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
     out[x, 0] = res[0]
     out[x, 1] = res[2]
+    if not d_local_can_win(res[0], n, match, clip_penalty):
+        d_skip_local(out, x, n)
+        return
     if win[3] == 1:
         d_banded_dp(rc_codes, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
                     match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
@@ -186,7 +195,7 @@ def extend_stage(reads, genome, pair_read, pair_key, p):
     _launch(_extend_kernel, m, cuda.to_device(np.asarray(pair_read, dtype=np.int64)),
             cuda.to_device(np.asarray(pair_key, dtype=np.int64)), cuda.to_device(reads.codes),
             cuda.to_device(reads.rc_codes), cuda.to_device(reads.read_off), *_genome_args(genome), genome.size,
-            p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend,
+            p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty,
             cuda.to_device(np.zeros(1, dtype=np.uint8)), out)
     return out.copy_to_host()[:m]
 

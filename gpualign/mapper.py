@@ -5,6 +5,10 @@ The host-side choice (`choose`) is one function for both backends, and every ker
 read or pair at a time, so neither the backend nor the batch size can change a result.
 """
 
+from .jitcache import use_versioned_cache
+
+use_versioned_cache()  # before any @njit / @cuda.jit below
+
 import sys
 import time
 from dataclasses import dataclass
@@ -168,8 +172,8 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend) -> BatchResult
     lengths = batch.lengths
     counts, ekeys = backend.exact_stage(batch, genome, index, p)
     need = np.flatnonzero(counts < 2)
-    ncand, ckeys, _ = backend.candidate_stage(batch, need, index, p)
-    pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, counts, ekeys)
+    ncand, ckeys, cvotes = backend.candidate_stage(batch, need, index, p)
+    pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys)
     ext = backend.extend_stage(batch, genome, pair_read, pair_key, p)
     key = np.full(n, -1, dtype=np.int64)
     local = np.zeros(n, dtype=np.int64)
@@ -184,8 +188,14 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend) -> BatchResult
     return BatchResult(key, local, score, sub, mapq, ops, lens, trace, mapped)
 
 
-def candidate_pairs(n, need, ncand, ckeys, counts, ekeys):
+# Candidates with under a quarter of the best candidate's seed votes are not extended: a locus
+# that similar to the read shares most of its seeds (at 95% identity, two thirds of 8-mers).
+VOTE_FRACTION = 4
+
+
+def candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys):
     """(read, key) pairs to extend, grouped by read; a single exact hit is always a candidate."""
+    ncand = np.minimum(ncand, (cvotes * VOTE_FRACTION >= cvotes[:, :1]).sum(axis=1))  # votes are sorted
     per_read = np.zeros(n, dtype=np.int64)
     per_read[need] = ncand + (counts[need] == 1)
     pair_start = np.concatenate(([0], np.cumsum(per_read))).astype(np.int64)

@@ -9,7 +9,7 @@ MAX_INDELS = 32  # the CUDA kernels keep a band row of 2t+2 cells in registers/l
 
 @dataclass(frozen=True)
 class MapParams:
-    max_indels: int = 5          # t: band half-width, the most net indel bases an alignment may carry
+    max_indels: int = 10         # t: band half-width, the most net indel bases an alignment may carry
     match: int = 1
     mismatch: int = 4
     gap_open: int = 6

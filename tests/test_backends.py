@@ -85,6 +85,8 @@ def test_extend_stage_matches_naive_dp(backend, world):
             want = naive.banded_align(q, ref, c0, P.max_indels, local, 1, 4, 6, 1)
             if want[0] == float("-inf"):
                 assert out[x, cols[0]] <= core.NEG // 2
+            elif local and out[x, 2] == core.NEG:   # skipped: end-to-end is within a clip of perfect
+                assert out[x, 0] >= (e - s) * P.match - P.clip_penalty
             elif local:
                 assert tuple(out[x, list(cols)]) == want
             else:
@@ -115,4 +117,4 @@ def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world):
         assert np.array_equal(getattr(a, f), getattr(b, f)), f
     for f in ("key", "score", "sub", "mapq"):
         assert np.array_equal(getattr(a, f), np.concatenate([getattr(h, f) for h in halves])), f
-    assert len(a.mapped) >= 12
+    assert len(a.mapped) >= len(batch) // 2   # not a vacuous comparison

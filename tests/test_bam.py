@@ -1,0 +1,125 @@
+"""gpualign.bam: sorting, indexing and statistics of a small BAM written here with pysam."""
+
+import os
+from pathlib import Path
+
+import pysam
+import pytest
+
+from gpualign.bam import SUMMARY_COLUMNS, sort_and_index, summarize, write_stats
+from gpualign.errors import InputError
+
+CONTIGS = [("chrA", 1000), ("chrB", 500)]
+
+
+def _record(header, name, rid, pos, mapq=60, flag=0):
+    rec = pysam.AlignedSegment(header)
+    rec.query_name = name
+    rec.query_sequence = "ACGTACGTAC"
+    rec.query_qualities = pysam.qualitystring_to_array("IIIIIIIIII")
+    rec.flag = flag
+    if flag & 4:
+        rec.reference_id, rec.reference_start, rec.mapping_quality = -1, -1, 0
+    else:
+        rec.reference_id, rec.reference_start = rid, pos
+        rec.mapping_quality = mapq
+        rec.cigartuples = [(0, 10)]
+    return rec
+
+
+@pytest.fixture
+def unsorted_bam(tmp_path):
+    """Eight records in read order: six primary mapped (two with MAPQ < 20), one unmapped,
+    one secondary."""
+    path = str(tmp_path / "reads.unsorted.bam")
+    header = pysam.AlignmentHeader.from_dict({
+        "HD": {"VN": "1.6", "SO": "unsorted"},
+        "SQ": [{"SN": n, "LN": ln} for n, ln in CONTIGS],
+        "RG": [{"ID": "s1", "SM": "s1", "PL": "ILLUMINA"}],
+        "PG": [{"ID": "gpualign", "PN": "gpualign", "CL": "test"}],
+    })
+    records = [
+        _record(header, "r1", 1, 300),
+        _record(header, "r2", 0, 900, mapq=0),
+        _record(header, "r3", 0, 5),
+        _record(header, "r4", None, None, flag=4),
+        _record(header, "r5", 1, 10, mapq=19),
+        _record(header, "r6", 0, 400),
+        _record(header, "r7", 0, 100),
+        _record(header, "r6", 1, 200, mapq=0, flag=0x100),
+    ]
+    with pysam.AlignmentFile(path, "wb", header=header) as out:
+        for rec in records:
+            out.write(rec)
+    return path
+
+
+def test_sort_and_index(unsorted_bam, tmp_path):
+    out = str(tmp_path / "s1.bam")
+    assert sort_and_index(unsorted_bam, out, threads=2, compression_level=1) == out
+    assert os.path.exists(out + ".bai")
+    pysam.quickcheck(out)
+    with pysam.AlignmentFile(out) as bam:
+        assert bam.header.to_dict()["HD"]["SO"] == "coordinate"
+        assert bam.header.to_dict()["RG"][0]["ID"] == "s1"
+        keys = [(r.reference_id if r.reference_id >= 0 else 1 << 30, r.reference_start) for r in bam]
+        assert keys == sorted(keys)
+        assert len(keys) == 8
+        # the index works: a region query finds exactly the records there
+        assert sorted(r.query_name for r in bam.fetch("chrA", 0, 200)) == ["r3", "r7"]
+    leftovers = [f for f in os.listdir(tmp_path) if f.startswith(".")]
+    assert leftovers == []
+
+
+def test_sort_and_index_rejects_bad_input(tmp_path, unsorted_bam):
+    out = str(tmp_path / "out.bam")
+    with pytest.raises(InputError, match="compression level 10"):
+        sort_and_index(unsorted_bam, out, compression_level=10)
+    with pytest.raises(InputError, match="no such file"):
+        sort_and_index(str(tmp_path / "missing.bam"), out)
+    broken = tmp_path / "broken.bam"
+    broken.write_bytes(Path(unsorted_bam).read_bytes()[:-40])   # no BGZF EOF block
+    with pytest.raises(InputError, match="not a complete BAM"):
+        sort_and_index(str(broken), out)
+    assert not os.path.exists(out) and not os.path.exists(out + ".bai")
+
+
+def test_summarize_counts_primary_records(unsorted_bam):
+    assert summarize(unsorted_bam) == {
+        "records": 8, "primary": 7, "mapped": 6, "mapped_pct": 85.71, "mapq_ge_20": 4,
+    }
+
+
+def test_write_stats(unsorted_bam, tmp_path):
+    bam = str(tmp_path / "s1.bam")
+    sort_and_index(unsorted_bam, bam, threads=1)
+    paths = [str(tmp_path / f) for f in ("s1.flagstat.txt", "s1.idxstats.txt", "s1.summary.tsv")]
+    summary = write_stats(bam, *paths, sample="s1")
+    assert summary["primary"] == 7
+    flagstat = Path(paths[0]).read_text()
+    assert "8 + 0 in total" in flagstat
+    assert "1 + 0 secondary" in flagstat
+    idxstats = [line.split("\t") for line in Path(paths[1]).read_text().splitlines()]
+    assert idxstats == [["chrA", "1000", "4", "0"], ["chrB", "500", "3", "0"], ["*", "0", "0", "1"]]
+    header, row = [line.split("\t") for line in Path(paths[2]).read_text().splitlines()]
+    assert header == ["sample", *SUMMARY_COLUMNS]
+    assert row == ["s1", "8", "7", "6", "85.71", "4"]
+
+
+def test_write_stats_without_sample_column(unsorted_bam, tmp_path):
+    bam = str(tmp_path / "s1.bam")
+    sort_and_index(unsorted_bam, bam)
+    summary_path = str(tmp_path / "summary.tsv")
+    write_stats(bam, str(tmp_path / "f.txt"), str(tmp_path / "i.txt"), summary_path)
+    assert Path(summary_path).read_text().splitlines()[0].split("\t") == list(SUMMARY_COLUMNS)
+
+
+def test_write_stats_of_an_empty_bam(tmp_path):
+    path = str(tmp_path / "empty.bam")
+    header = pysam.AlignmentHeader.from_dict({"HD": {"VN": "1.6"}, "SQ": [{"SN": "c", "LN": 10}]})
+    with pysam.AlignmentFile(path, "wb", header=header):
+        pass
+    sorted_bam = str(tmp_path / "sorted.bam")
+    sort_and_index(path, sorted_bam)
+    summary = write_stats(sorted_bam, str(tmp_path / "f"), str(tmp_path / "i"), str(tmp_path / "s"))
+    assert summary == {"records": 0, "primary": 0, "mapped": 0, "mapped_pct": 0.0, "mapq_ge_20": 0}

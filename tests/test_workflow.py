@@ -1,0 +1,386 @@
+"""The Snakemake workflow, run for real on the bundled demo: outputs, reruns, lint, bad input, downloads.
+
+Every test runs `python -m snakemake` in a subprocess on the repository's Snakefile, in a working
+directory under tmp holding a copy of config.yaml, samples.tsv and resources/demo. One complete
+run (module fixture `demo_run`) is shared; the rerun tests dry-run against it and read which jobs
+Snakemake plans from the "Job stats" table. Tests that edit gpualign's source do it in a copy of
+the workflow and the package, never in the repository.
+"""
+
+import gzip
+import hashlib
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pysam
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_READS = REPO / "resources" / "demo" / "reads.fq.gz"
+DEMO_REF = REPO / "resources" / "demo" / "lambda.fa"
+REFERENCE_STAGES = {"download_reference", "mask_reference", "pack_reference"}
+FALLBACK = "backend auto: no CUDA GPU available, falling back to the CPU backend"
+
+
+def make_workdir(path: Path) -> Path:
+    """A working directory with the demo's config, sample sheet and data, as in a fresh checkout."""
+    path.mkdir(parents=True, exist_ok=True)
+    for name in ("config.yaml", "samples.tsv"):
+        shutil.copy2(REPO / name, path / name)
+    shutil.copytree(REPO / "resources" / "demo", path / "resources" / "demo")
+    return path
+
+
+def copy_workflow(dest: Path) -> Path:
+    """The workflow and the gpualign package, copied so a test may edit them."""
+    dest.mkdir(parents=True)
+    shutil.copy2(REPO / "Snakefile", dest / "Snakefile")
+    for name in ("workflow", "envs", "gpualign"):
+        shutil.copytree(REPO / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def numba_cache(request, tmp_path_factory):
+    """numba's compile cache, kept between test sessions in pytest's cache when it is enabled."""
+    cache = getattr(request.config, "cache", None)
+    return str(cache.mkdir("gpualign_numba") if cache is not None else tmp_path_factory.mktemp("numba"))
+
+
+def run_snakemake(workdir, *args, numba_cache, repo=REPO, check=True) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    # The test session runs numba's CUDA simulator (conftest.py); the workflow's jobs must not.
+    env["NUMBA_ENABLE_CUDASIM"] = "0"
+    env["NUMBA_CACHE_DIR"] = numba_cache
+    env["PYTHONPATH"] = str(repo)
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(Path(repo, "Snakefile")),
+           "--directory", str(workdir), "--workflow-profile", "none", *args]
+    result = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
+    result.output = result.stdout + result.stderr
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.output[-6000:]}")
+    return result
+
+
+def planned_jobs(output: str) -> dict:
+    """Jobs a dry run plans, from its "Job stats" table; {} when there is nothing to do."""
+    lines = [line.strip() for line in output.splitlines()]
+    if "Job stats:" not in lines:
+        assert "Nothing to be done" in output, output[-3000:]
+        return {}
+    start = lines.index("Job stats:")
+    assert lines[start + 1].split() == ["job", "count"], lines[start:start + 3]
+    jobs = {}
+    for line in lines[start + 3:]:
+        name, count = line.split()
+        if name == "total":
+            assert int(count) == sum(jobs.values())
+            return jobs
+        jobs[name] = int(count)
+    raise AssertionError(f"no total line in the job table:\n{output[-3000:]}")
+
+
+def dry_run(workdir, *args, numba_cache, repo=REPO) -> set:
+    result = run_snakemake(workdir, "--dry-run", *args, numba_cache=numba_cache, repo=repo)
+    return set(planned_jobs(result.output))
+
+
+def gpu_available() -> bool:
+    """Whether a real CUDA GPU is usable (asked in a fresh process: this one runs the simulator)."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    probe = subprocess.run([sys.executable, "-c", "from numba import cuda; print(cuda.is_available())"],
+                           env=env, capture_output=True, text=True, timeout=120)
+    return probe.stdout.strip() == "True"
+
+
+@dataclass
+class DemoRun:
+    workdir: Path
+    output: str
+    seconds: float
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory, numba_cache) -> DemoRun:
+    workdir = make_workdir(tmp_path_factory.mktemp("demo"))
+    t0 = time.perf_counter()
+    result = run_snakemake(workdir, "--cores", "2", numba_cache=numba_cache)
+    return DemoRun(workdir, result.output, time.perf_counter() - t0)
+
+
+def fastq_records(path: Path) -> int:
+    with gzip.open(path, "rt") as fh:
+        return sum(1 for _ in fh) // 4
+
+
+# ---- (a) the demo, end to end -----------------------------------------------------------------
+
+
+def test_demo_bam_is_sorted_indexed_and_complete(demo_run):
+    bam_path = demo_run.workdir / "results" / "bam" / "demo.bam"
+    assert bam_path.exists() and Path(f"{bam_path}.bai").exists()
+    pysam.quickcheck(str(bam_path))   # raises SamtoolsError on a truncated or malformed BAM
+    with pysam.AlignmentFile(str(bam_path)) as bam:
+        header = bam.header.to_dict()
+        assert header["HD"]["SO"] == "coordinate"
+        assert [sq["SN"] for sq in header["SQ"]] == ["gi|9626243|ref|NC_001416.1|"]
+        assert header["SQ"][0]["LN"] == 48502
+        assert [(rg["ID"], rg["SM"]) for rg in header["RG"]] == [("demo", "demo")]
+        assert any(pg["ID"] == "gpualign" for pg in header["PG"])
+        keys, primary = [], 0
+        for rec in bam:
+            keys.append((rec.reference_id if rec.reference_id >= 0 else 1 << 30, rec.reference_start))
+            primary += not (rec.is_secondary or rec.is_supplementary)
+            assert rec.get_tag("RG") == "demo"
+        assert keys == sorted(keys)
+        assert primary == fastq_records(DEMO_READS)
+        # the index answers region queries
+        assert bam.count(header["SQ"][0]["SN"], 0, 48502) > 0
+
+
+def test_demo_stats(demo_run):
+    stats = demo_run.workdir / "results" / "stats"
+    header, row = [line.split("\t") for line in (stats / "demo.summary.tsv").read_text().splitlines()]
+    summary = dict(zip(header, row))
+    n = fastq_records(DEMO_READS)
+    assert summary["sample"] == "demo"
+    assert int(summary["primary"]) == n
+    assert int(summary["mapped"]) >= 0.95 * n
+    assert float(summary["mapped_pct"]) == pytest.approx(100 * int(summary["mapped"]) / n, abs=0.01)
+    assert f"{n} + 0 in total" in (stats / "demo.flagstat.txt").read_text()
+    assert (stats / "demo.idxstats.txt").read_text().startswith("gi|9626243|ref|NC_001416.1|\t48502\t")
+
+
+def test_demo_logs(demo_run, numba_cache):
+    logs = demo_run.workdir / "logs"
+    align_log = (logs / "align" / "demo.log").read_text()
+    if gpu_available():
+        assert "backend cuda" in align_log
+    else:
+        assert FALLBACK in align_log
+    assert f"done: {fastq_records(DEMO_READS)} reads" in align_log
+    expected = ["align/demo.log", "bam/demo.sort.log", "reads/demo.log", "reference/lambda.download.log",
+                "reference/lambda.k8.index.log", "reference/lambda.mask.log", "reference/lambda.pack.log",
+                "stats/demo.log"]
+    assert sorted(str(p.relative_to(logs)) for p in logs.rglob("*.log")) == expected
+    # numba's compile cache went to NUMBA_CACHE_DIR, so the next run skips compiling
+    assert any(Path(numba_cache).rglob("*.nbi"))
+
+
+def test_demo_second_run_has_nothing_to_do(demo_run, numba_cache):
+    assert dry_run(demo_run.workdir, numba_cache=numba_cache) == set()
+
+
+# ---- (b) rerun exactly what a change touches ---------------------------------------------------
+
+
+@pytest.mark.parametrize("override, planned", [
+    ("align={max_indels: 4}", {"align", "sort_bam", "stats", "all"}),
+    ("align={mismatch: 3, gap_open: 5}", {"align", "sort_bam", "stats", "all"}),
+    ("bam={compression_level: 1}", {"sort_bam", "stats", "all"}),
+    ("index={max_occ: 100}", {"index_reference", "align", "sort_bam", "stats", "all"}),
+    ("index={k: 9}", {"index_reference", "encode_reads", "align", "sort_bam", "stats", "all"}),
+])
+def test_changed_parameter_reruns_its_stages(demo_run, numba_cache, override, planned):
+    got = dry_run(demo_run.workdir, "--config", override, numba_cache=numba_cache)
+    assert got == planned
+    assert not got & REFERENCE_STAGES
+
+
+def test_threads_do_not_rerun(demo_run, numba_cache):
+    """Threads change speed, not results: they are `threads:`, not params."""
+    assert dry_run(demo_run.workdir, "--config", "align={threads: 1}", "bam={sort_threads: 1}",
+                   numba_cache=numba_cache) == set()
+
+
+@pytest.fixture
+def copied(demo_run, tmp_path):
+    """A copy of the workflow and package, and of the finished demo run (outputs and metadata)."""
+    repo = copy_workflow(tmp_path / "repo")
+    workdir = tmp_path / "run"
+    shutil.copytree(demo_run.workdir, workdir, symlinks=True)
+    return repo, workdir
+
+
+def test_kernel_edit_reruns_align_not_reference(copied, numba_cache):
+    repo, workdir = copied
+    # The copy is the same code: nothing to do (source hashes, not paths or mtimes, are compared).
+    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == set()
+    core = repo / "gpualign" / "core.py"
+    os.utime(core)   # touching alone changes nothing
+    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == set()
+    core.write_text(core.read_text() + "\n# edited by test_workflow\n")
+    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == {"align", "sort_bam", "stats", "all"}
+
+
+def test_reference_code_edit_reruns_from_mask(copied, numba_cache):
+    repo, workdir = copied
+    module = repo / "gpualign" / "reference.py"
+    module.write_text(module.read_text() + "\n# edited by test_workflow\n")
+    planned = dry_run(workdir, numba_cache=numba_cache, repo=repo)
+    assert planned == {"mask_reference", "pack_reference", "index_reference", "encode_reads", "align",
+                       "sort_bam", "stats", "all"}
+
+
+def test_bam_code_edit_reruns_sort_and_stats(copied, numba_cache):
+    repo, workdir = copied
+    module = repo / "gpualign" / "bam.py"
+    module.write_text(module.read_text() + "\n# edited by test_workflow\n")
+    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == {"sort_bam", "stats", "all"}
+
+
+def test_source_hash_follows_imports(tmp_path):
+    """What params.code rests on: a module's hash covers the package modules it imports, no more."""
+    from gpualign.provenance import module_closure, source_hash
+
+    pkg = tmp_path / "gpualign"
+    pkg.mkdir()
+    files = {
+        "__init__.py": "__version__ = '1'\n",
+        "a.py": "from .b import f\n",
+        "b.py": "def f():\n    from . import c, __version__\n",
+        "c.py": "import numpy\n",
+        "d.py": "from gpualign.c import x\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    assert module_closure("a", package_dir=str(pkg)) == ["__init__.py", "a.py", "b.py", "c.py"]
+    assert module_closure("gpualign.d", package_dir=str(pkg)) == ["c.py", "d.py"]
+    before = {m: source_hash(m, package_dir=str(pkg)) for m in "abcd"}
+    assert len(before["a"]) == 16 and len(set(before.values())) == 4
+    (pkg / "b.py").write_text(files["b.py"] + "# edited\n")
+    after = {m: source_hash(m, package_dir=str(pkg)) for m in "abcd"}
+    assert [m for m in "abcd" if after[m] != before[m]] == ["a", "b"]
+    with pytest.raises(ValueError, match="no module 'zz'"):
+        source_hash("zz", package_dir=str(pkg))
+    # the real package: align's code covers the kernels, the reference stages' code does not
+    assert {"core.py", "cpu.py", "cuda.py", "sam.py", "mapper.py"} <= set(module_closure("mapper"))
+    assert "core.py" not in module_closure("reference") + module_closure("genome") + module_closure("index")
+
+
+def _schema_defaults(schema):
+    if schema.get("type") == "object":
+        return {key: _schema_defaults(sub) for key, sub in schema["properties"].items()}
+    return schema["default"]
+
+
+def test_config_yaml_holds_the_schema_defaults():
+    """config.yaml spells out every default, every field is described, every MapParams option is a key."""
+    import yaml
+
+    from gpualign.params import MapParams
+
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    assert config == _schema_defaults(schema)
+    assert set(MapParams.names()) <= set(schema["properties"]["align"]["properties"])
+
+    def described(node, where):
+        assert node.get("description"), f"{where}: no description"
+        for key, sub in node.get("properties", {}).items():
+            described(sub, f"{where}.{key}")
+    described(schema, "config")
+    described(yaml.safe_load((REPO / "workflow" / "schemas" / "samples.schema.yaml").read_text()), "samples")
+
+
+# ---- (c) lint ----------------------------------------------------------------------------------
+
+
+def test_lint_is_clean(demo_run, numba_cache):
+    result = run_snakemake(demo_run.workdir, "--lint", numba_cache=numba_cache)
+    assert "Lints for" not in result.output
+    assert "Congratulations, your workflow is in a good condition!" in result.output
+
+
+# ---- (d) bad input is rejected with a clear message --------------------------------------------
+
+
+@pytest.mark.parametrize("sheet, message", [
+    ("sample\tfq1\n../../x\treads.fq.gz\n", "sample '../../x' is not a valid name"),
+    ("sample\tfq1\tfq2\npe\tr1.fq.gz\tr2.fq.gz\n", "paired-end reads are not supported yet"),
+    ("sample\tfq1\na\tr.fq.gz\na\tr.fq.gz\n", "sample 'a' appears more than once"),
+    ("sample\tfq1\nweb\thttps://example.org/r.fq.gz\n", "reads from URLs are not supported yet"),
+])
+def test_bad_sample_sheet_is_rejected(tmp_path, numba_cache, sheet, message):
+    workdir = make_workdir(tmp_path / "run")
+    (workdir / "bad.tsv").write_text(sheet)
+    result = run_snakemake(workdir, "--dry-run", "--config", "samples=bad.tsv", numba_cache=numba_cache,
+                           check=False)
+    assert result.returncode != 0
+    assert message in result.output
+    assert not (workdir / "results").exists()
+
+
+@pytest.mark.parametrize("override, message", [
+    ("reference={name: ../up}", "reference.name '../up' is not a valid name"),
+    ("align={backend: gpu}", "'gpu' is not one of ['auto', 'cuda', 'cpu']"),
+    ("align={max_indels: 5, bogus: 1}", "Additional properties are not allowed ('bogus' was unexpected)"),
+])
+def test_bad_config_is_rejected(tmp_path, numba_cache, override, message):
+    workdir = make_workdir(tmp_path / "run")
+    result = run_snakemake(workdir, "--dry-run", "--config", override, numba_cache=numba_cache, check=False)
+    assert result.returncode != 0
+    assert message in result.output
+
+
+# ---- (e) reference from a real HTTP server -----------------------------------------------------
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_server(tmp_path):
+    """An HTTP server on 127.0.0.1 serving a folder with the demo reference, gzip-compressed."""
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "lambda.fa.gz").write_bytes(gzip.compress(DEMO_REF.read_bytes()))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), lambda *a, **kw: _QuietHandler(*a, directory=str(root), **kw))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", root
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_reference_download_over_http(tmp_path, numba_cache, http_server):
+    base, root = http_server
+    sha = hashlib.sha256((root / "lambda.fa.gz").read_bytes()).hexdigest()
+    workdir = make_workdir(tmp_path / "run")
+    target = "resources/reference/web.contigs.tsv"
+    run_snakemake(workdir, "--cores", "1", target, "--config",
+                  f'reference={{url: "{base}/lambda.fa.gz", name: web, sha256: {sha}}}',
+                  numba_cache=numba_cache)
+    fetched = workdir / "resources" / "reference" / "web.fa.gz"
+    with gzip.open(fetched, "rb") as fh:
+        assert fh.read() == DEMO_REF.read_bytes()
+    assert (workdir / target).read_text().splitlines()[1].startswith("gi|9626243|ref|NC_001416.1|\t48502\t")
+    assert f"sha256 {sha}" in (workdir / "logs" / "reference" / "web.download.log").read_text()
+
+
+def test_reference_download_error_is_one_line(tmp_path, numba_cache, http_server):
+    base, _ = http_server
+    workdir = make_workdir(tmp_path / "run")
+    result = run_snakemake(workdir, "--cores", "1", "resources/reference/gone.fa.gz", "--config",
+                           f'reference={{url: "{base}/missing.fa", name: gone}}',
+                           numba_cache=numba_cache, check=False)
+    assert result.returncode != 0
+    message = f"reference {base}/missing.fa: HTTP 404 File not found"
+    assert f"download_reference: error: {message}" in result.output
+    log = (workdir / "logs" / "reference" / "gone.download.log").read_text()
+    assert f"error: {message}\n" in log
+    assert "Traceback" not in log
+    assert not (workdir / "resources" / "reference" / "gone.fa.gz").exists()
