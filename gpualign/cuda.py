@@ -14,11 +14,14 @@ import types
 
 import numpy as np
 from numba import cuda
+from numba.cuda.core import config as cuda_core_config
 
 from . import core, cuda_config
 from .params import MAX_INDELS
 
 NAME = "cuda"
+# A run's last batch is small by nature; numba-cuda would warn about its low occupancy every time.
+cuda_core_config.CUDA_LOW_OCCUPANCY_WARNINGS = False
 MAX_W = 2 * MAX_INDELS + 2   # band row plus one, for the local-memory arrays of the DP
 
 _SHARED = ["base_at", "genome_word", "any_n", "contig_of", "read_matches_at", "exact_hits",

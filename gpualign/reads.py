@@ -5,8 +5,9 @@
   precomputed here so the mapper treats both strands alike; `read_off[n+1]` indexes both.
 - `packed` / `rc_packed` (uint32): the same, 2-bit packed 16 bases a word from each read's first
   base (as in the genome image), `word_off[n+1]` indexes them; used by the exact-match kernel.
-- `hbin` / `rc_hbin` (int64): the read's header bin, the code of its first k bases (-1 when the
-  header has an N or the read is shorter than k).
+- `hbin` / `rc_hbin` (int64): the read's header bin, the code of its first k bases; -1 when the
+  read is shorter than k or has an N anywhere (N scores as a mismatch, so such a read can never
+  match exactly, and the exact-match stage skips it).
 - `quals` (uint8 Phred, indexed by read_off), `names` (bytes, `name_off[n+1]`), `name_hash` (uint32,
   FNV-1a of the name: seeds the deterministic choice between equally good placements).
 """
@@ -105,11 +106,12 @@ def fnv1a(data: bytes) -> int:
 
 
 def header_bins(codes: np.ndarray, read_off: np.ndarray, k: int) -> np.ndarray:
-    """Code of each read's first k bases, -1 where the read is shorter than k or the header has N."""
+    """Code of each read's first k bases, -1 where the read is shorter than k or has an N."""
     n = len(read_off) - 1
     lengths = np.diff(read_off)
     out = np.full(n, -1, dtype=np.int64)
-    ok = lengths >= k
+    n_before = np.concatenate(([0], np.cumsum(codes == 4)))
+    ok = (lengths >= k) & (n_before[read_off[1:]] == n_before[read_off[:-1]])
     starts = read_off[:-1][ok]
     km = np.zeros(len(starts), dtype=np.int64)
     clean = np.ones(len(starts), dtype=bool)

@@ -37,7 +37,7 @@ def test_encode_keeps_bases_qualities_and_reverse_complements(tmp_path, crlf, gz
         unpacked = [(int(words[x // 16]) >> (2 * (x % 16))) & 3 for x in range(b - a)]
         assert unpacked == [c & 3 for c in reads.codes[a:b]]
         header = clean[:5]
-        want = -1 if len(clean) < 5 or "N" in header else int("".join(str("ACGT".index(c)) for c in header), 4)
+        want = -1 if len(clean) < 5 or "N" in clean else int("".join(str("ACGT".index(c)) for c in header), 4)
         assert reads.hbin[i] == want
     save_reads(reads, str(tmp_path / "r.npz"))
     again = load_reads(str(tmp_path / "r.npz"))
