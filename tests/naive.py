@@ -84,3 +84,42 @@ def exact_occurrences(genome_codes, contig_bounds, read):
             if all(int(a) == int(b) and a < 4 for a, b in zip(window, read)):
                 hits.append(p)
     return hits
+
+
+def candidates(q_fwd, q_rc, k, offsets, positions, max_occ, t, max_hits, max_cand,
+               strand_bit, diag_bias):
+    """Seed voting with Python lists: rarest disjoint k-mer seeds first within a hit budget per
+    strand, hits sorted, runs within t of their first hit clustered, clusters ranked by votes
+    (then key). Returns [(key, votes)]."""
+    hits = []
+    for strand, q in ((0, list(q_fwd)), (1, list(q_rc))):
+        n = len(q)
+        budget = max_hits // 2 if strand == 0 else max_hits - len(hits)
+        seeds = []
+        for s in range((n + k - 1) // k if n >= k else 0):
+            o = min(s * k, n - k)
+            kmer = q[o:o + k]
+            if any(c > 3 for c in kmer):
+                continue
+            code = 0
+            for c in kmer:
+                code = code * 4 + int(c)
+            count = int(offsets[code + 1] - offsets[code])
+            if 0 < count <= max_occ:
+                seeds.append((count, s, o, code))
+        used = 0
+        for count, _, o, code in sorted(seeds):
+            if used + count > budget:
+                break
+            hits += [strand * strand_bit + int(p) - o + diag_bias for p in positions[offsets[code]:offsets[code + 1]]]
+            used += count
+    hits.sort()
+    clusters, i = [], 0
+    while i < len(hits):
+        j = i + 1
+        while j < len(hits) and hits[j] - hits[i] <= t:
+            j += 1
+        clusters.append((hits[(i + j - 1) // 2], j - i))
+        i = j
+    clusters.sort(key=lambda c: (-c[1], c[0]))
+    return clusters[:max_cand]
