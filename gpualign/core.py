@@ -471,3 +471,47 @@ def traceback(tb, tboff, t, c0, end_i, end_j, ops, lens, obase, res):
     res[0] = nops
     res[1] = i
     res[2] = j
+
+
+@njit(cache=True)
+def extend_pair(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
+                match, mismatch, gap_open, gap_ext, clip_penalty, H, F, HS, FS, tb, res, win, out):
+    """Score one read-candidate pair end to end and, if it could be chosen, locally: row x of out
+    gets semi-global score and end column; local score, end row, end column, start row; window
+    start; c0. H, F, HS, FS: band scratch of 2t+2; res, win: 4 each; tb is not written."""
+    window_of(key, n, t, c_off, c_end, gsize, win)
+    out[x, 6] = win[0]
+    out[x, 7] = win[2]
+    q = rc_codes if win[3] == 1 else codes
+    banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, 0,
+              match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
+    out[x, 0] = res[0]
+    out[x, 1] = res[2]
+    if not local_can_win(res[0], n, match, clip_penalty):
+        skip_local(out, x, n)
+        return
+    banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
+              match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
+    out[x, 2] = res[0]
+    out[x, 3] = res[1]
+    out[x, 4] = res[2]
+    out[x, 5] = res[3]
+
+
+@njit(cache=True)
+def trace_pair(x, key, local, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
+               match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, tboff, res, win, ops, lens, maxops, out):
+    """Align one chosen placement with traceback: CIGAR to ops/lens[x * maxops ...] and row x of out:
+    score, first aligned read base, reference start, end row, end column, number of ops.
+    tb needs n * (2t+1) bytes from tboff."""
+    window_of(key, n, t, c_off, c_end, gsize, win)
+    q = rc_codes if win[3] == 1 else codes
+    banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, local,
+              match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, tboff, True, res)
+    out[x, 0] = res[0]
+    out[x, 3] = res[1]
+    out[x, 4] = res[2]
+    traceback(tb, tboff, t, win[2], res[1], res[2], ops, lens, x * maxops, res)
+    out[x, 5] = res[0]
+    out[x, 1] = res[1]
+    out[x, 2] = win[0] + res[2]

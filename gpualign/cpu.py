@@ -10,7 +10,7 @@ use_versioned_cache()  # before any @njit / @cuda.jit below
 import numpy as np
 from numba import njit, prange
 
-from .core import banded_dp, exact_hits, find_candidates, local_can_win, skip_local, traceback, window_of
+from .core import exact_hits, extend_pair, find_candidates, trace_pair
 
 NAME = "cpu"
 
@@ -60,37 +60,22 @@ def candidate_stage(reads, sel, index, p):
     return ncand, keys.reshape(m, -1), votes.reshape(m, -1)
 
 
+@njit(cache=True)
+def _band_scratch(W):
+    return (np.empty(W + 1, dtype=np.int32), np.empty(W + 1, dtype=np.int32),
+            np.empty(W + 1, dtype=np.int32), np.empty(W + 1, dtype=np.int32))
+
+
 @njit(parallel=True, cache=True)
 def _extend(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize, t,
             match, mismatch, gap_open, gap_ext, clip_penalty, out):
-    W = 2 * t + 1
     for x in prange(pair_read.shape[0]):
         r = pair_read[x]
-        n = read_off[r + 1] - read_off[r]
-        H = np.empty(W + 1, dtype=np.int32)
-        F = np.empty(W + 1, dtype=np.int32)
-        HS = np.empty(W + 1, dtype=np.int32)
-        FS = np.empty(W + 1, dtype=np.int32)
-        tb = np.empty(1, dtype=np.uint8)
-        res = np.zeros(4, dtype=np.int64)
-        win = np.zeros(4, dtype=np.int64)
-        window_of(pair_key[x], n, t, c_off, c_end, gsize, win)
-        q = rc_codes if win[3] == 1 else codes
-        out[x, 6] = win[0]
-        out[x, 7] = win[2]
-        banded_dp(q, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, 0,
-                  match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
-        out[x, 0] = res[0]
-        out[x, 1] = res[2]
-        if not local_can_win(res[0], n, match, clip_penalty):
-            skip_local(out, x, n)
-            continue
-        banded_dp(q, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
-                  match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
-        out[x, 2] = res[0]
-        out[x, 3] = res[1]
-        out[x, 4] = res[2]
-        out[x, 5] = res[3]
+        H, F, HS, FS = _band_scratch(2 * t + 1)
+        extend_pair(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed,
+                    g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
+                    H, F, HS, FS, np.empty(1, dtype=np.uint8), np.zeros(4, dtype=np.int64),
+                    np.zeros(4, dtype=np.int64), out)
 
 
 def extend_stage(reads, genome, pair_read, pair_key, p):
@@ -106,28 +91,14 @@ def extend_stage(reads, genome, pair_read, pair_key, p):
 @njit(parallel=True, cache=True)
 def _trace(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
            t, match, mismatch, gap_open, gap_ext, maxops, ops, lens, out):
-    W = 2 * t + 1
     for x in prange(sel_read.shape[0]):
         r = sel_read[x]
         n = read_off[r + 1] - read_off[r]
-        H = np.empty(W + 1, dtype=np.int32)
-        F = np.empty(W + 1, dtype=np.int32)
-        HS = np.empty(W + 1, dtype=np.int32)
-        FS = np.empty(W + 1, dtype=np.int32)
-        tb = np.empty(n * W, dtype=np.uint8)
-        res = np.zeros(4, dtype=np.int64)
-        win = np.zeros(4, dtype=np.int64)
-        window_of(sel_key[x], n, t, c_off, c_end, gsize, win)
-        q = rc_codes if win[3] == 1 else codes
-        banded_dp(q, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, sel_local[x],
-                  match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, True, res)
-        out[x, 0] = res[0]
-        out[x, 3] = res[1]
-        out[x, 4] = res[2]
-        traceback(tb, 0, t, win[2], res[1], res[2], ops, lens, x * maxops, res)
-        out[x, 5] = res[0]
-        out[x, 1] = res[1]
-        out[x, 2] = win[0] + res[2]
+        H, F, HS, FS = _band_scratch(2 * t + 1)
+        trace_pair(x, sel_key[x], sel_local[x], codes, rc_codes, read_off[r], n, g_packed, g_nmask, c_off,
+                   c_end, gsize, t, match, mismatch, gap_open, gap_ext, H, F, HS, FS,
+                   np.empty(n * (2 * t + 1), dtype=np.uint8), 0, np.zeros(4, dtype=np.int64),
+                   np.zeros(4, dtype=np.int64), ops, lens, maxops, out)
 
 
 def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):

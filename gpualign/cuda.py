@@ -26,7 +26,8 @@ MAX_W = 2 * MAX_INDELS + 2   # band row plus one, for the local-memory arrays of
 
 _SHARED = ["base_at", "genome_word", "any_n", "contig_of", "read_matches_at", "exact_hits",
            "seed_kmer", "seed_offset", "collect_seed_hits", "heapsort", "sift_down",
-           "find_candidates", "window_of", "banded_dp", "local_can_win", "skip_local", "push_op", "traceback"]
+           "find_candidates", "window_of", "banded_dp", "local_can_win", "skip_local", "push_op", "traceback",
+           "extend_pair", "trace_pair"]
 
 
 def _device_functions():
@@ -42,11 +43,8 @@ def _device_functions():
 _dev = _device_functions()
 d_exact_hits = _dev["exact_hits"]
 d_find_candidates = _dev["find_candidates"]
-d_window_of = _dev["window_of"]
-d_banded_dp = _dev["banded_dp"]
-d_traceback = _dev["traceback"]
-d_local_can_win = _dev["local_can_win"]
-d_skip_local = _dev["skip_local"]
+d_extend_pair = _dev["extend_pair"]
+d_trace_pair = _dev["trace_pair"]
 
 
 @cuda.jit(cache=True)
@@ -80,38 +78,12 @@ def _extend_kernel(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_n
     x = cuda.grid(1)
     if x >= pair_read.shape[0]:
         return
-    H = cuda.local.array(MAX_W, dtype=np.int32)
-    F = cuda.local.array(MAX_W, dtype=np.int32)
-    HS = cuda.local.array(MAX_W, dtype=np.int32)
-    FS = cuda.local.array(MAX_W, dtype=np.int32)
-    res = cuda.local.array(4, dtype=np.int64)
-    win = cuda.local.array(4, dtype=np.int64)
     r = pair_read[x]
-    n = read_off[r + 1] - read_off[r]
-    d_window_of(pair_key[x], n, t, c_off, c_end, gsize, win)
-    out[x, 6] = win[0]
-    out[x, 7] = win[2]
-    if win[3] == 1:
-        d_banded_dp(rc_codes, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, 0,
-                    match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
-    else:
-        d_banded_dp(codes, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, 0,
-                    match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
-    out[x, 0] = res[0]
-    out[x, 1] = res[2]
-    if not d_local_can_win(res[0], n, match, clip_penalty):
-        d_skip_local(out, x, n)
-        return
-    if win[3] == 1:
-        d_banded_dp(rc_codes, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
-                    match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
-    else:
-        d_banded_dp(codes, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
-                    match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
-    out[x, 2] = res[0]
-    out[x, 3] = res[1]
-    out[x, 4] = res[2]
-    out[x, 5] = res[3]
+    d_extend_pair(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed, g_nmask,
+                  c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
+                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32), tb,
+                  cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), out)
 
 
 @cuda.jit(cache=True)
@@ -120,29 +92,13 @@ def _trace_kernel(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_pac
     x = cuda.grid(1)
     if x >= sel_read.shape[0]:
         return
-    H = cuda.local.array(MAX_W, dtype=np.int32)
-    F = cuda.local.array(MAX_W, dtype=np.int32)
-    HS = cuda.local.array(MAX_W, dtype=np.int32)
-    FS = cuda.local.array(MAX_W, dtype=np.int32)
-    res = cuda.local.array(4, dtype=np.int64)
-    win = cuda.local.array(4, dtype=np.int64)
     r = sel_read[x]
-    n = read_off[r + 1] - read_off[r]
-    tboff = x * maxlen * (2 * t + 1)
-    d_window_of(sel_key[x], n, t, c_off, c_end, gsize, win)
-    if win[3] == 1:
-        d_banded_dp(rc_codes, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, sel_local[x],
-                    match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, tboff, True, res)
-    else:
-        d_banded_dp(codes, read_off[r], n, g_packed, g_nmask, win[0], win[1], win[2], t, sel_local[x],
-                    match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, tboff, True, res)
-    out[x, 0] = res[0]
-    out[x, 3] = res[1]
-    out[x, 4] = res[2]
-    d_traceback(tb, tboff, t, win[2], res[1], res[2], ops, lens, x * maxops, res)
-    out[x, 5] = res[0]
-    out[x, 1] = res[1]
-    out[x, 2] = win[0] + res[2]
+    d_trace_pair(x, sel_key[x], sel_local[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r],
+                 g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext,
+                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                 tb, x * maxlen * (2 * t + 1), cuda.local.array(4, dtype=np.int64),
+                 cuda.local.array(4, dtype=np.int64), ops, lens, maxops, out)
 
 
 _resident = {}

@@ -8,7 +8,7 @@ Layout, built here and read by every later stage:
 - contigs are concatenated in FASTA order; their names, lengths and offsets are in `{prefix}.contigs.tsv`.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,14 +30,14 @@ class Genome:
     names: list
     lengths: np.ndarray     # int64
     offsets: np.ndarray     # int64, start of each contig in the concatenation
+    ends: np.ndarray = field(init=False)   # one array for the run: the GPU backend uploads it once
+
+    def __post_init__(self):
+        self.ends = self.offsets + self.lengths
 
     @property
     def size(self) -> int:
         return int(self.lengths.sum()) if len(self.lengths) else 0
-
-    @property
-    def ends(self) -> np.ndarray:
-        return self.offsets + self.lengths
 
     def codes(self, start: int = 0, end: int | None = None) -> np.ndarray:
         """Base codes 0-4 of [start, end) of the concatenated genome (for tests and reporting)."""
