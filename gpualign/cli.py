@@ -20,7 +20,7 @@ def get_argument_parser() -> argparse.ArgumentParser:
     idx = sub.add_parser("index", help="build the genome image and k-mer index of a FASTA")
     idx.add_argument("reference", help="reference FASTA, plain or gzip")
     idx.add_argument("-p", "--prefix", required=True, help="output prefix (writes PREFIX" + ", PREFIX".join(INDEX_SUFFIXES) + ")")
-    idx.add_argument("-k", type=int, default=8, help="k-mer length of the hash bins [8]; use 11-12 above ~50 Mbp")
+    idx.add_argument("-k", type=int, default=8, help="k-mer length of the hash bins [8]; 8 suits genomes up to ~10 Mbp, use 11-12 for a human chromosome (a warning suggests k when bins are too full)")
     idx.add_argument("--max-occ", type=int, default=500, help="bins with more positions are skipped when seeding [500]")
 
     mp = sub.add_parser("map", help="align reads; SAM to stdout or BAM with -o")

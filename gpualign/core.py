@@ -215,16 +215,19 @@ def sift_down(a, off, root, n):
 
 @njit(cache=True)
 def find_candidates(q_fwd, q_rc, qoff, n, k, idx_off, idx_pos, max_occ, t,
-                    hits, hoff, hmax, cand_keys, cand_votes, coff, max_cand):
+                    hits, hoff, hmax, cand_keys, cand_votes, coff, max_cand, dropped, di):
     """Seed both strands, vote hits into diagonal clusters, keep the best `max_cand` clusters.
 
     A cluster is a run of sorted hit keys within t of its first; its key is the median hit's and
-    its votes the number of hits. Kept ordered by votes (desc), then key (asc). Returns how many.
+    its votes the number of hits. Kept ordered by votes (desc), then key (asc). Returns how many;
+    dropped[di] gets the votes of the best cluster that was not kept (0 if none), which tells
+    the mapper whether its search of a repetitive read was complete.
     """
     nh = collect_seed_hits(q_fwd, qoff, n, k, 0, idx_off, idx_pos, max_occ, hits, hoff, 0, hmax // 2)
     nh = collect_seed_hits(q_rc, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff, nh, hmax - nh)
     heapsort(hits, hoff, nh)
     ncand = 0
+    lost = 0
     i = 0
     while i < nh:
         j = i + 1
@@ -235,7 +238,12 @@ def find_candidates(q_fwd, q_rc, qoff, n, k, idx_off, idx_pos, max_occ, t,
         p = ncand
         while p > 0 and cand_votes[coff + p - 1] < votes:
             p -= 1
-        if p < max_cand:
+        if p >= max_cand:
+            if votes > lost:
+                lost = votes
+        else:
+            if ncand == max_cand and cand_votes[coff + max_cand - 1] > lost:
+                lost = cand_votes[coff + max_cand - 1]   # evicted
             last = ncand if ncand < max_cand else max_cand - 1
             for m in range(last, p, -1):
                 cand_votes[coff + m] = cand_votes[coff + m - 1]
@@ -245,6 +253,7 @@ def find_candidates(q_fwd, q_rc, qoff, n, k, idx_off, idx_pos, max_occ, t,
             if ncand < max_cand:
                 ncand += 1
         i = j
+    dropped[di] = lost
     return ncand
 
 

@@ -39,25 +39,27 @@ def exact_stage(reads, genome, index, p):
 
 @njit(parallel=True, cache=True)
 def _candidates(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hmax, mcand,
-                ncand, cand_keys, cand_votes):
+                ncand, cand_keys, cand_votes, dropped):
     for x in prange(sel.shape[0]):
         r = sel[x]
         hits = np.empty(hmax, dtype=np.int64)
         ncand[x] = find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
                                    idx_off, idx_pos, max_occ, t, hits, 0, hmax,
-                                   cand_keys, cand_votes, x * mcand, mcand)
+                                   cand_keys, cand_votes, x * mcand, mcand, dropped, x)
 
 
 def candidate_stage(reads, sel, index, p):
-    """Candidate loci of the reads `sel`: (ncand[m], keys[m, max_candidates], votes[m, max_candidates])."""
+    """Candidate loci of the reads `sel`: (ncand[m], keys[m, max_candidates], votes[m, max_candidates],
+    dropped[m]: votes of the best cluster left out)."""
     m = len(sel)
     ncand = np.zeros(m, dtype=np.int64)
+    dropped = np.zeros(m, dtype=np.int64)
     keys = np.full(m * p.max_candidates, -1, dtype=np.int64)
     votes = np.zeros(m * p.max_candidates, dtype=np.int64)
     _candidates(np.asarray(sel, dtype=np.int64), reads.codes, reads.rc_codes, reads.read_off, reads.k,
                 index.offsets, index.positions, index.max_occ, p.max_indels, p.max_hits,
-                p.max_candidates, ncand, keys, votes)
-    return ncand, keys.reshape(m, -1), votes.reshape(m, -1)
+                p.max_candidates, ncand, keys, votes, dropped)
+    return ncand, keys.reshape(m, -1), votes.reshape(m, -1), dropped
 
 
 @njit(cache=True)

@@ -62,14 +62,14 @@ def _exact_kernel(packed, rc_packed, word_off, read_off, hbin, rc_hbin, g_packed
 
 @cuda.jit(cache=True)
 def _candidate_kernel(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax, mcand,
-                      ncand, cand_keys, cand_votes):
+                      ncand, cand_keys, cand_votes, dropped):
     x = cuda.grid(1)
     if x >= sel.shape[0]:
         return
     r = sel[x]
     ncand[x] = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
                                  idx_off, idx_pos, max_occ, t, hits, x * hmax, hmax,
-                                 cand_keys, cand_votes, x * mcand, mcand)
+                                 cand_keys, cand_votes, x * mcand, mcand, dropped, x)
 
 
 @cuda.jit(cache=True)
@@ -138,14 +138,15 @@ def candidate_stage(reads, sel, index, p):
     ncand = cuda.to_device(np.zeros(m, dtype=np.int64))
     keys = cuda.to_device(np.full(max(m, 1) * p.max_candidates, -1, dtype=np.int64))
     votes = cuda.to_device(np.zeros(max(m, 1) * p.max_candidates, dtype=np.int64))
+    dropped = cuda.to_device(np.zeros(max(m, 1), dtype=np.int64))
     hits = cuda.device_array(max(m, 1) * p.max_hits, dtype=np.int64)
     _launch(_candidate_kernel, m, cuda.to_device(np.asarray(sel, dtype=np.int64)), cuda.to_device(reads.codes),
             cuda.to_device(reads.rc_codes), cuda.to_device(reads.read_off), reads.k, _on_device(index.offsets),
             _on_device(index.positions), index.max_occ, p.max_indels, hits, p.max_hits, p.max_candidates,
-            ncand, keys, votes)
+            ncand, keys, votes, dropped)
     keys = keys.copy_to_host()[:m * p.max_candidates]
     votes = votes.copy_to_host()[:m * p.max_candidates]
-    return ncand.copy_to_host(), keys.reshape(m, -1), votes.reshape(m, -1)
+    return ncand.copy_to_host(), keys.reshape(m, -1), votes.reshape(m, -1), dropped.copy_to_host()[:m]
 
 
 def extend_stage(reads, genome, pair_read, pair_key, p):

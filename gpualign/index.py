@@ -69,7 +69,30 @@ def build_index(genome: Genome, k: int = 8, max_occ: int = 500, chunk: int = 1 <
         slot = fill[km] + (np.arange(len(km)) - first)
         positions[slot] = pos
         fill += np.bincount(km, minlength=4 ** k)
-    return KmerIndex(k, max_occ, offsets, positions)
+    index = KmerIndex(k, max_occ, offsets, positions)
+    warning = small_k_warning(index)
+    if warning and progress:
+        progress(warning)
+    return index
+
+
+def suggested_k(genome_size: int, max_occ: int) -> int:
+    """Smallest k whose bins hold, on average, no more than max_occ / 16 positions."""
+    k = 4
+    while k < MAX_K and genome_size * 16 > max_occ * 4 ** k:
+        k += 1
+    return k
+
+
+def small_k_warning(index: KmerIndex) -> str | None:
+    """A warning when k is too small for the genome: most seeds would fall in skipped bins."""
+    size = len(index.positions)
+    mean = size / 4 ** index.k
+    if mean * 4 <= index.max_occ:
+        return None
+    return (f"WARNING: k={index.k} is small for a genome of {size} indexed positions: a bin holds "
+            f"{mean:.0f} positions on average and {index.capped_bins} bins exceed max_occ={index.max_occ} "
+            f"(their seeds are skipped), so many reads will not map; use k={suggested_k(size, index.max_occ)}")
 
 
 def save_index(index: KmerIndex, path: str, genome_size: int):

@@ -49,14 +49,15 @@ def get_backend(name: str, log=None):
 
 
 @njit(cache=True)
-def choose(lengths, name_hash, pair_start, pair_key, ext, t, match, mismatch, clip_penalty, min_score,
+def choose(lengths, name_hash, pair_start, pair_key, ext, incomplete, t, match, mismatch, clip_penalty, min_score,
            out_key, out_local, out_as, out_xs, out_mapq):
     """Pick each read's primary placement from its extended candidates.
 
     Per pair, end-to-end is kept unless local alignment beats it by more than the clipping
     penalty of each clipped end (as bwa decides). Pairs ending at the same place on the same strand
     (within t) are one locus. Equal best loci are broken by the read-name hash, and get MAPQ 0.
-    out_key = -1 marks a read left unmapped.
+    So do reads whose candidate search was incomplete (a locus as well supported as the best was
+    left out, as in repeats): a better placement may exist unseen. out_key = -1: unmapped.
     """
     for r in range(lengths.shape[0]):
         a = pair_start[r]
@@ -128,7 +129,8 @@ def choose(lengths, name_hash, pair_start, pair_key, ext, t, match, mismatch, cl
         out_local[r] = loc[chosen]
         out_as[r] = raw[chosen]
         out_xs[r] = second if second >= min_score else -1
-        out_mapq[r] = mapq_of(best, second, nties, raw[chosen], span[chosen], match, mismatch, min_score)
+        out_mapq[r] = 0 if incomplete[r] else mapq_of(best, second, nties, raw[chosen], span[chosen],
+                                                       match, mismatch, min_score)
 
 
 @njit(cache=True)
@@ -172,15 +174,16 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend) -> BatchResult
     lengths = batch.lengths
     counts, ekeys = backend.exact_stage(batch, genome, index, p)
     need = np.flatnonzero(counts < 2)
-    ncand, ckeys, cvotes = backend.candidate_stage(batch, need, index, p)
+    ncand, ckeys, cvotes, dropped = backend.candidate_stage(batch, need, index, p)
     pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys)
+    incomplete = search_incomplete(n, need, cvotes, dropped, counts)
     ext = backend.extend_stage(batch, genome, pair_read, pair_key, p)
     key = np.full(n, -1, dtype=np.int64)
     local = np.zeros(n, dtype=np.int64)
     score = np.zeros(n, dtype=np.int64)
     sub = np.full(n, -1, dtype=np.int64)
     mapq = np.zeros(n, dtype=np.int64)
-    choose(lengths, batch.name_hash, pair_start, pair_key, ext, p.max_indels, p.match, p.mismatch,
+    choose(lengths, batch.name_hash, pair_start, pair_key, ext, incomplete, p.max_indels, p.match, p.mismatch,
            p.clip_penalty, p.min_score, key, local, score, sub, mapq)
     place_multi_exact(counts, ekeys, batch.name_hash, lengths, p, key, local, score, sub, mapq)
     mapped = np.flatnonzero(key >= 0)
@@ -207,6 +210,18 @@ def candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys):
         if counts[r] == 1:
             pair_key[s + ncand[x]] = ekeys[r, 0]
     return pair_read, pair_key, pair_start
+
+
+def search_incomplete(n, need, cvotes, dropped, counts):
+    """Reads whose left-out candidates had at least half the votes of the best kept one.
+
+    The true locus of a read with ~1% errors shares nearly all of its seeds; a locus within a few
+    edits of it shares most. When clusters that well supported were dropped (too many to keep, as
+    in repeats), the best placement may be among them. A unique exact hit is certain regardless.
+    """
+    out = np.zeros(n, dtype=np.bool_)
+    out[need] = (dropped > 0) & (2 * dropped >= cvotes[:, 0]) & (counts[need] == 0)
+    return out
 
 
 def place_multi_exact(counts, ekeys, name_hash, lengths, p, key, local, score, sub, mapq):

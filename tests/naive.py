@@ -90,7 +90,7 @@ def candidates(q_fwd, q_rc, k, offsets, positions, max_occ, t, max_hits, max_can
                strand_bit, diag_bias):
     """Seed voting with Python lists: rarest disjoint k-mer seeds first within a hit budget per
     strand, hits sorted, runs within t of their first hit clustered, clusters ranked by votes
-    (then key). Returns [(key, votes)]."""
+    (then key). Returns [(key, votes)] and the votes of the best cluster left out (0 if none)."""
     hits = []
     for strand, q in ((0, list(q_fwd)), (1, list(q_rc))):
         n = len(q)
@@ -122,4 +122,5 @@ def candidates(q_fwd, q_rc, k, offsets, positions, max_occ, t, max_hits, max_can
         clusters.append((hits[(i + j - 1) // 2], j - i))
         i = j
     clusters.sort(key=lambda c: (-c[1], c[0]))
-    return clusters[:max_cand]
+    dropped = clusters[max_cand][1] if len(clusters) > max_cand else 0
+    return clusters[:max_cand], dropped

@@ -96,7 +96,7 @@ def test_extend_stage_matches_naive_dp(backend, world):
 def test_candidates_contain_the_true_locus(backend, world):
     rng, genome, seqs, index = world
     batch, (names, _, _) = simulate_reads(rng, seqs, 10, length=50, sub=0.01, indel=0.0)
-    ncand, keys, votes = backend.candidate_stage(batch, np.arange(len(batch)), index, P)
+    ncand, keys, votes, _ = backend.candidate_stage(batch, np.arange(len(batch)), index, P)
     for r, name in enumerate(names):
         _, contig, pos, strand = name.decode().split(":")
         true = int(genome.offsets[int(contig[3:]) - 1]) + int(pos) - 1
@@ -110,13 +110,14 @@ def test_candidate_stage_matches_naive_voting(backend, world):
     rng, genome, seqs, index = world
     batch, _ = simulate_reads(rng, seqs, 10, length=int(rng.integers(30, 70)), sub=0.05, n_rate=0.02)
     p = MapParams(max_indels=3, max_candidates=4, max_hits=10)   # a small budget, so it binds
-    ncand, keys, votes = backend.candidate_stage(batch, np.arange(len(batch)), index, p)
+    ncand, keys, votes, dropped = backend.candidate_stage(batch, np.arange(len(batch)), index, p)
     for r in range(len(batch)):
         s, e = batch.read_off[r], batch.read_off[r + 1]
-        want = naive.candidates(batch.codes[s:e], batch.rc_codes[s:e], 8, index.offsets, index.positions,
+        want, want_dropped = naive.candidates(batch.codes[s:e], batch.rc_codes[s:e], 8, index.offsets, index.positions,
                                 index.max_occ, p.max_indels, p.max_hits, p.max_candidates,
                                 core.STRAND_BIT, core.DIAG_BIAS)
         assert list(zip(keys[r, :ncand[r]].tolist(), votes[r, :ncand[r]].tolist())) == want
+        assert dropped[r] == want_dropped
 
 
 def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world):

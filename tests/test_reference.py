@@ -78,3 +78,14 @@ def test_genome_codes_of_helper_genome():
     g = genome_from_text(["ACGTN", "GG"])
     assert g.codes().tolist() == [0, 1, 2, 3, 4, 2, 2]
     assert g.ends.tolist() == [5, 7]
+
+
+def test_index_warns_when_k_is_too_small_for_the_genome():
+    rng = np.random.default_rng()
+    genome = genome_from_text(["".join(rng.choice(list("ACGT"), size=20000))])
+    lines = []
+    build_index(genome, k=4, max_occ=100, progress=lines.append)
+    assert any("k=4 is small" in ln and "use k=" in ln for ln in lines)
+    lines.clear()
+    build_index(genome, k=8, max_occ=100, progress=lines.append)
+    assert not any("WARNING" in ln for ln in lines)
