@@ -18,6 +18,7 @@ import pysam
 from numba import njit
 
 from .core import NEG, STRAND_BIT
+from .errors import InputError
 from .params import MapParams
 from .reads import Reads, subset
 from .sam import full_cigar, make_header, mapped_record, md_nm, ref_span, unmapped_record
@@ -33,12 +34,10 @@ def get_backend(name: str, log=None):
     available = nbcuda.is_available() and (name == "cuda" or not nbconfig.ENABLE_CUDASIM)
     if name == "cuda":
         if not available:
-            from .errors import InputError
             raise InputError("backend cuda: no usable CUDA GPU found (use --backend auto or cpu)")
         from . import cuda
         return cuda
     if name != "auto":
-        from .errors import InputError
         raise InputError(f"backend {name!r}: must be auto, cuda or cpu")
     if available:
         from . import cuda
@@ -265,7 +264,6 @@ def map_reads(genome, index, reads: Reads, out_path: str, p: MapParams, backend_
     log = log or (lambda msg: print(msg, file=sys.stderr))
     p.check()
     if reads.k != index.k:
-        from .errors import InputError
         raise InputError(f"reads were encoded with k={reads.k} but the index has k={index.k}")
     backend = get_backend(backend_name, log)
     header = make_header(genome, read_group, command_line)

@@ -14,10 +14,8 @@ from .atomic import atomic_path
 
 # Letters we accept in a reference; everything that is not A/C/G/T becomes N.
 _LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz*-"
-_TO_MASKED = bytes.maketrans(
-    b"acgtn" + bytes(c for c in _LETTERS if chr(c).upper() not in "ACGT"),
-    b"ACGTN" + b"N" * len(bytes(c for c in _LETTERS if chr(c).upper() not in "ACGT")),
-)
+_NOT_ACGT = bytes(c for c in _LETTERS if chr(c).upper() not in "ACGT")
+_TO_MASKED = bytes.maketrans(b"acgt" + _NOT_ACGT, b"ACGT" + b"N" * len(_NOT_ACGT))
 
 
 def parse_fasta(path: str):
