@@ -17,6 +17,7 @@ import numpy as np
 import pysam
 from numba import njit
 
+from .bamio import BamWriter, encode_batch
 from .core import NEG, STRAND_BIT
 from .errors import InputError
 from .params import MapParams
@@ -258,9 +259,20 @@ def batch_records(batch: Reads, res: BatchResult, genome, header, rg_id):
                             int(res.mapq[r]), cigar, md, nm, int(res.score[r]), sub, rg_id)
 
 
+def batch_bam_records(batch: Reads, res: BatchResult, genome, rg_id) -> np.ndarray:
+    """The BAM records of a batch, in input order, as bytes (the same records batch_records makes)."""
+    row_of = np.full(len(batch), -1, dtype=np.int64)
+    row_of[res.mapped] = np.arange(len(res.mapped))
+    rg = np.frombuffer((rg_id or "").encode(), dtype=np.uint8)
+    return encode_batch(row_of, batch.names, batch.name_off, batch.codes, batch.rc_codes, batch.quals,
+                        batch.read_off, res.key, res.mapq, res.score, res.sub, res.ops.ravel(), res.lens.ravel(),
+                        res.ops.shape[1], res.trace, genome.packed, genome.nmask, genome.offsets, rg)
+
+
 def map_reads(genome, index, reads: Reads, out_path: str, p: MapParams, backend_name="auto",
-              threads: int = 1, read_group=None, command_line="gpualign", log=None, sam=False):
-    """Map all reads and write them, in input order, as BAM (or SAM to out_path '-')."""
+              threads: int = 1, read_group=None, command_line="gpualign", log=None, sam=False,
+              compression_level: int = 6):
+    """Map all reads and write them, in input order, as BAM (or SAM with sam=True; '-' is stdout)."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     p.check()
     if reads.k != index.k:
@@ -268,14 +280,20 @@ def map_reads(genome, index, reads: Reads, out_path: str, p: MapParams, backend_
     backend = get_backend(backend_name, log)
     header = make_header(genome, read_group, command_line)
     rg_id = read_group["ID"] if read_group else None
-    mode = "w" if sam else "wb"
     total, mapped, t0 = len(reads), 0, time.perf_counter()
-    with pysam.AlignmentFile(out_path, mode, header=header, threads=max(1, threads)) as out:
+    if sam:   # text output goes through pysam's records; BAM is encoded in bulk (bamio)
+        out = pysam.AlignmentFile(out_path, "w", header=header)
+    else:
+        out = BamWriter(out_path, header, compression_level, max(1, threads))
+    with out:
         for start in range(0, total, p.batch_size):
             batch = subset(reads, start, min(total, start + p.batch_size))
             res = map_batch(batch, genome, index, p, backend)
-            for rec in batch_records(batch, res, genome, header, rg_id):
-                out.write(rec)
+            if sam:
+                for rec in batch_records(batch, res, genome, header, rg_id):
+                    out.write(rec)
+            else:
+                out.write(batch_bam_records(batch, res, genome, rg_id))
             mapped += len(res.mapped)
             done = start + len(batch)
             log(f"mapped {done}/{total} reads ({backend.NAME}, {done / max(time.perf_counter() - t0, 1e-9):.0f} reads/s)")
