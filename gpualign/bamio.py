@@ -13,11 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit, prange
 
+from .core import OP_D, OP_I, OP_M, OP_S, STRAND_BIT, base_at, contig_of
 from .jitcache import use_versioned_cache
 
-use_versioned_cache()  # before any @njit below
-
-from .core import OP_D, OP_I, OP_M, OP_S, STRAND_BIT, base_at, contig_of  # noqa: E402
+use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
 BGZF_INPUT = 0xFF00          # bytes of input per block, as htslib
 BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")

@@ -15,11 +15,15 @@
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from .atomic import atomic_path
 from .errors import InputError
 from .genome import CODE, pack_codes
+from .jitcache import use_versioned_cache
 from .seqio import read_bytes, split_lines
+
+use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
 MAX_READ_LEN = 1024  # longest read accepted; the banded aligner's buffers are sized from it
 
@@ -58,36 +62,62 @@ class Reads:
 
 
 def parse_fastq(path: str):
-    """Names, sequences and qualities (lists of bytes) of a FASTQ file, validated record by record."""
+    """Names, sequences and qualities (lists of bytes) of a FASTQ file, validated as a whole with
+    array operations; the first bad record (in file order) is reported."""
     lines = split_lines(read_bytes(path, "reads"))
     if not lines:
         raise InputError(f"reads {path}: empty file (no FASTQ records)")
     if len(lines) % 4:
         last = len(lines) - len(lines) % 4 + 1
         raise InputError(f"reads {path} line {last}: truncated FASTQ record (file ends inside a record)")
-    names, seqs, quals = lines[0::4], lines[1::4], lines[3::4]
-    for r in range(len(names)):
-        _check_record(path, 4 * r + 1, names[r], seqs[r], lines[4 * r + 2], quals[r])
+    names, seqs, pluses, quals = lines[0::4], lines[1::4], lines[2::4], lines[3::4]
+    problem = first_bad_record(names, seqs, pluses, quals)
+    if problem is not None:
+        r, line_in_record, message = problem
+        raise InputError(f"reads {path} line {4 * r + line_in_record}: {message}")
     return [_read_name(n) for n in names], seqs, quals
 
 
-def _check_record(path, line, name, seq, plus, qual):
-    where = f"reads {path} line {line}"
-    if not name.startswith(b"@") or len(name) < 2 or name[1:2].isspace():
-        raise InputError(f"{where}: expected a '@name' header, found {name[:30]!r}")
-    if not plus.startswith(b"+"):
-        raise InputError(f"reads {path} line {line + 2}: expected a '+' line, found {plus[:30]!r}")
-    if len(seq) != len(qual):
-        raise InputError(f"{where}: sequence and quality lengths differ ({len(seq)} vs {len(qual)})")
-    if len(seq) > MAX_READ_LEN:
-        raise InputError(f"{where}: read of {len(seq)} bases is longer than the {MAX_READ_LEN} supported")
-    arr = np.frombuffer(seq, dtype=np.uint8)
-    if not _SEQ_OK[arr].all():
-        bad = chr(arr[~_SEQ_OK[arr]][0])
-        raise InputError(f"reads {path} line {line + 1}: invalid base {bad!r} in sequence")
-    q = np.frombuffer(qual, dtype=np.uint8)
-    if len(q) and (q.min() < 33 or q.max() > 126):
-        raise InputError(f"reads {path} line {line + 3}: quality character outside '!'..'~'")
+def first_bad_record(names, seqs, pluses, quals):
+    """(record index, line within the record 1-4, message) of the first invalid record, or None.
+
+    Within a record the checks run in this order: header, '+' line, lengths, bases, qualities.
+    """
+    n = len(names)
+    found = []   # (record, check order, line, message) of each check's first failure
+
+    def first(bad, order, line, message):
+        idx = np.flatnonzero(bad)
+        if len(idx):
+            r = int(idx[0])
+            found.append((r, order, line, message(r)))
+
+    heads = np.frombuffer(b"".join(x[:2].ljust(2) for x in names), dtype=np.uint8).reshape(n, 2)
+    first((heads[:, 0] != ord("@")) | np.isin(heads[:, 1], list(b" \t\r\x0b\x0c")), 0, 1,
+          lambda r: f"expected a '@name' header, found {names[r][:30]!r}")
+    seq_len = np.fromiter(map(len, seqs), dtype=np.int64, count=n)
+    qual_len = np.fromiter(map(len, quals), dtype=np.int64, count=n)
+    first(seq_len != qual_len, 2, 1,
+          lambda r: f"sequence and quality lengths differ ({seq_len[r]} vs {qual_len[r]})")
+    first(seq_len > MAX_READ_LEN, 3, 1,
+          lambda r: f"read of {seq_len[r]} bases is longer than the {MAX_READ_LEN} supported")
+    first(bad_per_record(~_SEQ_OK[np.frombuffer(b"".join(seqs), dtype=np.uint8)], seq_len), 4, 2,
+          lambda r: f"invalid base {chr(next(c for c in seqs[r] if not _SEQ_OK[c]))!r} in sequence")
+    first(np.frombuffer(b"".join(x[:1] or b" " for x in pluses), dtype=np.uint8) != ord("+"), 1, 3,
+          lambda r: f"expected a '+' line, found {pluses[r][:30]!r}")
+    q = np.frombuffer(b"".join(quals), dtype=np.uint8)
+    first(bad_per_record((q < 33) | (q > 126), qual_len), 5, 4, lambda r: "quality character outside '!'..'~'")
+    if not found:
+        return None
+    r, _, line, message = min(found)
+    return r, line, message
+
+
+def bad_per_record(bad_chars: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Per record, whether any of its characters (concatenated in record order) is bad."""
+    before = np.concatenate(([0], np.cumsum(bad_chars)))
+    ends = np.cumsum(lengths)
+    return before[ends] > before[ends - lengths]
 
 
 def _read_name(header: bytes) -> bytes:
@@ -98,11 +128,16 @@ def _read_name(header: bytes) -> bytes:
     return name
 
 
-def fnv1a(data: bytes) -> int:
-    h = 0x811C9DC5
-    for b in data:
-        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
-    return h
+@njit(cache=True)
+def fnv1a_all(blob, offsets):
+    """FNV-1a (32-bit) of each name in a concatenated blob."""
+    out = np.empty(offsets.shape[0] - 1, dtype=np.uint32)
+    for i in range(offsets.shape[0] - 1):
+        h = 0x811C9DC5
+        for j in range(offsets[i], offsets[i + 1]):
+            h = ((h ^ blob[j]) * 0x01000193) & 0xFFFFFFFF
+        out[i] = h
+    return out
 
 
 def header_bins(codes: np.ndarray, read_off: np.ndarray, k: int) -> np.ndarray:
@@ -155,7 +190,8 @@ def encode_reads(names, seqs, quals, k: int) -> Reads:
     return Reads(
         names=np.frombuffer(b"".join(names), dtype=np.uint8).copy(),
         name_off=np.concatenate(([0], np.cumsum(name_len))).astype(np.int64),
-        name_hash=np.array([fnv1a(n) for n in names], dtype=np.uint32),
+        name_hash=fnv1a_all(np.frombuffer(b"".join(names), dtype=np.uint8),
+                            np.concatenate(([0], np.cumsum(name_len))).astype(np.int64)),
         codes=codes, rc_codes=rc,
         quals=(np.frombuffer(b"".join(quals), dtype=np.uint8) - 33).astype(np.uint8),
         read_off=read_off, packed=packed, rc_packed=rc_packed, word_off=word_off,

@@ -66,3 +66,10 @@ def test_too_long_read_is_rejected(tmp_path):
     path = fastq(tmp_path / "long.fq", [("a", "A" * n, "I" * n)])
     with pytest.raises(InputError, match=f"longer than the {MAX_READ_LEN} supported"):
         parse_fastq(path)
+
+
+def test_the_first_bad_record_in_file_order_is_reported(tmp_path):
+    path = tmp_path / "bad.fq"
+    path.write_text("@ok\nACGT\n+\nIIII\n@b\nACXT\n+\nIIII\n@c\nACGT\n-\nIIII\n@d\nAC\n+\nIIII\n")
+    with pytest.raises(InputError, match="line 6: invalid base 'X'"):
+        parse_fastq(str(path))
