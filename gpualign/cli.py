@@ -4,6 +4,7 @@ import argparse
 import os
 import shlex
 import sys
+import time
 
 from . import __version__
 from .errors import InputError
@@ -75,7 +76,9 @@ def run_map(args, log, argv):
     numba.set_num_threads(max(1, min(args.threads, numba.config.NUMBA_NUM_THREADS)))
     params = MapParams(**{n: getattr(args, n) for n in MapParams.names()}).check()
     genome, index = load_prefix(args.prefix)
+    start = time.perf_counter()
     reads = encode_fastq(args.reads, index.k)
+    log(f"read and encoded {len(reads)} reads from {args.reads} in {time.perf_counter() - start:.2f} s")
     sam = not args.output.endswith(".bam")
     command_line = "gpualign " + " ".join(shlex.quote(a) for a in argv)
     if args.output == "-":

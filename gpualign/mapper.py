@@ -9,6 +9,7 @@ from .jitcache import use_versioned_cache
 
 use_versioned_cache()  # before any @njit / @cuda.jit below
 
+import contextlib
 import sys
 import time
 from dataclasses import dataclass
@@ -169,25 +170,49 @@ class BatchResult:
     mapped: np.ndarray    # indices of mapped reads in the batch
 
 
-def map_batch(batch: Reads, genome, index, p: MapParams, backend) -> BatchResult:
+class StageTimes:
+    """Wall seconds spent in each named stage, summed over batches (for the log's final lines)."""
+
+    def __init__(self):
+        self.seconds = {}
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+
+    def summary(self) -> str:
+        return ", ".join(f"{stage} {sec:.2f} s" for stage, sec in self.seconds.items())
+
+
+def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTimes | None = None) -> BatchResult:
+    times = times or StageTimes()
     n = len(batch)
     lengths = batch.lengths
-    counts, ekeys = backend.exact_stage(batch, genome, index, p)
+    with times("exact match"):
+        counts, ekeys = backend.exact_stage(batch, genome, index, p)
     need = np.flatnonzero(counts < 2)
-    ncand, ckeys, cvotes, dropped = backend.candidate_stage(batch, need, index, p)
+    with times("seeding"):
+        ncand, ckeys, cvotes, dropped = backend.candidate_stage(batch, need, index, p)
     pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys)
     incomplete = search_incomplete(n, need, cvotes, dropped, counts)
-    ext = backend.extend_stage(batch, genome, pair_read, pair_key, p)
+    with times("extension"):
+        ext = backend.extend_stage(batch, genome, pair_read, pair_key, p)
     key = np.full(n, -1, dtype=np.int64)
     local = np.zeros(n, dtype=np.int64)
     score = np.zeros(n, dtype=np.int64)
     sub = np.full(n, -1, dtype=np.int64)
     mapq = np.zeros(n, dtype=np.int64)
-    choose(lengths, batch.name_hash, pair_start, pair_key, ext, incomplete, p.max_indels, p.match, p.mismatch,
-           p.clip_penalty, p.min_score, key, local, score, sub, mapq)
-    place_multi_exact(counts, ekeys, batch.name_hash, lengths, p, key, local, score, sub, mapq)
+    with times("choice"):
+        choose(lengths, batch.name_hash, pair_start, pair_key, ext, incomplete, p.max_indels, p.match,
+               p.mismatch, p.clip_penalty, p.min_score, key, local, score, sub, mapq)
+        place_multi_exact(counts, ekeys, batch.name_hash, lengths, p, key, local, score, sub, mapq)
     mapped = np.flatnonzero(key >= 0)
-    ops, lens, trace = backend.traceback_stage(batch, genome, mapped, key[mapped], local[mapped], p)
+    with times("traceback"):
+        ops, lens, trace = backend.traceback_stage(batch, genome, mapped, key[mapped], local[mapped], p)
     return BatchResult(key, local, score, sub, mapq, ops, lens, trace, mapped)
 
 
@@ -285,18 +310,21 @@ def map_reads(genome, index, reads: Reads, out_path: str, p: MapParams, backend_
         out = pysam.AlignmentFile(out_path, "w", header=header)
     else:
         out = BamWriter(out_path, header, compression_level, max(1, threads))
+    times = StageTimes()
     with out:
         for start in range(0, total, p.batch_size):
             batch = subset(reads, start, min(total, start + p.batch_size))
-            res = map_batch(batch, genome, index, p, backend)
-            if sam:
-                for rec in batch_records(batch, res, genome, header, rg_id):
-                    out.write(rec)
-            else:
-                out.write(batch_bam_records(batch, res, genome, rg_id))
+            res = map_batch(batch, genome, index, p, backend, times)
+            with times("BAM records and compression"):
+                if sam:
+                    for rec in batch_records(batch, res, genome, header, rg_id):
+                        out.write(rec)
+                else:
+                    out.write(batch_bam_records(batch, res, genome, rg_id))
             mapped += len(res.mapped)
             done = start + len(batch)
             log(f"mapped {done}/{total} reads ({backend.NAME}, {done / max(time.perf_counter() - t0, 1e-9):.0f} reads/s)")
     elapsed = time.perf_counter() - t0
+    log(f"stage times: {times.summary()}")
     log(f"done: {total} reads, {mapped} mapped, {elapsed:.1f} s, {total / max(elapsed, 1e-9):.0f} reads/s, backend {backend.NAME}")
     return {"reads": total, "mapped": mapped, "seconds": elapsed, "backend": backend.NAME}
