@@ -41,7 +41,7 @@ for L in 100 150; do
   for be in cuda cpu; do
     start=$(date +%s%N)
     python3 -m gpualign map $W/ec $W/r$L.fq.gz -o $W/g${L}_$be.bam --backend $be -t 16 2> "$OUT/map${L}_$be.log"
-    echo "gpualign map L=$L backend=$be wall $(( ($(date +%s%N) - start) / 1000000 )) ms; $(grep done: "$OUT/map${L}_$be.log")"
+    echo "gpualign map L=$L backend=$be wall $(( ($(date +%s%N) - start) / 1000000 )) ms; $(grep -E 'read and encoded|stage times|done:' "$OUT/map${L}_$be.log" | cut -d] -f2 | tr '\n' ';')"
   done
   python3 bench/compare_bams.py $W/g${L}_cuda.bam $W/g${L}_cpu.bam | head -n 12 | tee "$OUT/compare$L.txt"
   python3 bench/accuracy.py --ref $W/ecoli.fa --reads $W/r$L.fq.gz --bam $W/g${L}_cuda.bam --peers bwa,minimap2 \
@@ -56,7 +56,7 @@ python3 bench/simulate.py $H/chrX20.fa -n $NREADS -l 150 --sub 0.01 --indel 0.00
 for be in cuda cpu; do
   start=$(date +%s%N)
   python3 -m gpualign map $H/hx $H/r150.fq.gz -o $H/g150_$be.bam --backend $be -t 16 2> "$OUT/maphuman_$be.log"
-  echo "gpualign map human L=150 backend=$be wall $(( ($(date +%s%N) - start) / 1000000 )) ms; $(grep done: "$OUT/maphuman_$be.log")"
+  echo "gpualign map human L=150 backend=$be wall $(( ($(date +%s%N) - start) / 1000000 )) ms; $(grep -E 'read and encoded|stage times|done:' "$OUT/maphuman_$be.log" | cut -d] -f2 | tr '\n' ';')"
 done
 python3 bench/compare_bams.py $H/g150_cuda.bam $H/g150_cpu.bam | head -n 12 | tee "$OUT/compare_human.txt"
 python3 bench/accuracy.py --ref $H/chrX20.fa --reads $H/r150.fq.gz --bam $H/g150_cuda.bam --peers bwa,minimap2 \
