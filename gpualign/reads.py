@@ -19,7 +19,7 @@ from numba import njit
 
 from .atomic import atomic_path
 from .errors import InputError
-from .genome import CODE, pack_codes
+from .genome import CODE
 from .jitcache import use_versioned_cache
 from .seqio import read_bytes, split_lines
 
@@ -31,7 +31,6 @@ MAX_READ_LEN = 1024  # longest read accepted; the banded aligner's buffers are s
 _SEQ_OK = np.zeros(256, dtype=bool)
 for _c in b"ACGTNRYKMSWBDHVUacgtnrykmswbdhvu.":
     _SEQ_OK[_c] = True
-_COMPLEMENT = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
 
 
 @dataclass
@@ -158,25 +157,32 @@ def header_bins(codes: np.ndarray, read_off: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
+@njit(cache=True)
 def reverse_complements(codes: np.ndarray, read_off: np.ndarray) -> np.ndarray:
-    """Each read reversed and complemented in place of itself (same offsets)."""
-    rc = _COMPLEMENT[codes]
-    idx = np.arange(len(codes), dtype=np.int64)
-    read_of = np.repeat(np.arange(len(read_off) - 1), np.diff(read_off))
-    mirrored = read_off[read_of] + read_off[read_of + 1] - 1 - idx
-    return rc[mirrored]
+    """Each read reversed and complemented in place of itself (same offsets); N stays N."""
+    rc = np.empty_like(codes)
+    for r in range(read_off.shape[0] - 1):
+        s = read_off[r]
+        e = read_off[r + 1]
+        for i in range(e - s):
+            c = codes[e - 1 - i]
+            rc[s + i] = 4 if c == 4 else 3 - c
+    return rc
 
 
+@njit(cache=True)
 def pack_reads(codes: np.ndarray, read_off: np.ndarray):
-    """2-bit pack each read from its own first base; returns words and word offsets."""
-    lengths = np.diff(read_off)
-    nwords = (lengths + 15) // 16
-    word_off = np.concatenate(([0], np.cumsum(nwords))).astype(np.int64)
-    padded = np.zeros(int(word_off[-1]) * 16, dtype=np.uint8)
-    read_of = np.repeat(np.arange(len(lengths)), lengths)
-    within = np.arange(len(codes), dtype=np.int64) - read_off[read_of]
-    padded[word_off[read_of] * 16 + within] = codes
-    return pack_codes(padded)[:-1], word_off
+    """2-bit pack each read from its own first base (N packed as A); returns words and word offsets."""
+    n = read_off.shape[0] - 1
+    word_off = np.zeros(n + 1, dtype=np.int64)
+    for r in range(n):
+        word_off[r + 1] = word_off[r] + (read_off[r + 1] - read_off[r] + 15) // 16
+    words = np.zeros(word_off[n], dtype=np.uint32)
+    for r in range(n):
+        s = read_off[r]
+        for i in range(read_off[r + 1] - s):
+            words[word_off[r] + i // 16] |= np.uint32((codes[s + i] & 3) << (2 * (i % 16)))
+    return words, word_off
 
 
 def encode_reads(names, seqs, quals, k: int) -> Reads:
