@@ -112,6 +112,21 @@ def _on_device(arr):
     return _resident[key][1]
 
 
+_batch = {}
+
+
+def _read_arrays(reads, *fields):
+    """A batch's read arrays on the GPU, uploaded once for all its stages; only the current
+    batch is kept, so device memory stays bounded by the batch size."""
+    if _batch.get("reads") is not reads:
+        _batch.clear()
+        _batch["reads"] = reads
+    for f in fields:
+        if f not in _batch:
+            _batch[f] = cuda.to_device(getattr(reads, f))
+    return tuple(_batch[f] for f in fields)
+
+
 def _launch(kernel, n, *args):
     if n > 0:
         kernel[cuda_config.blocks_for(n), cuda_config.THREADS_PER_BLOCK](*args)
@@ -126,9 +141,8 @@ def exact_stage(reads, genome, index, p):
     n = len(reads)
     counts = cuda.to_device(np.zeros(n, dtype=np.int64))
     keys = cuda.to_device(np.full(n * p.max_exact, -1, dtype=np.int64))
-    _launch(_exact_kernel, n, cuda.to_device(reads.packed), cuda.to_device(reads.rc_packed),
-            cuda.to_device(reads.word_off), cuda.to_device(reads.read_off), cuda.to_device(reads.hbin),
-            cuda.to_device(reads.rc_hbin), *_genome_args(genome), _on_device(index.offsets),
+    _launch(_exact_kernel, n, *_read_arrays(reads, "packed", "rc_packed", "word_off", "read_off", "hbin", "rc_hbin"),
+            *_genome_args(genome), _on_device(index.offsets),
             _on_device(index.positions), index.max_occ, p.max_exact, counts, keys)
     return counts.copy_to_host(), keys.copy_to_host().reshape(n, p.max_exact)
 
@@ -140,8 +154,8 @@ def candidate_stage(reads, sel, index, p):
     votes = cuda.to_device(np.zeros(max(m, 1) * p.max_candidates, dtype=np.int64))
     dropped = cuda.to_device(np.zeros(max(m, 1), dtype=np.int64))
     hits = cuda.device_array(max(m, 1) * p.max_hits, dtype=np.int64)
-    _launch(_candidate_kernel, m, cuda.to_device(np.asarray(sel, dtype=np.int64)), cuda.to_device(reads.codes),
-            cuda.to_device(reads.rc_codes), cuda.to_device(reads.read_off), reads.k, _on_device(index.offsets),
+    _launch(_candidate_kernel, m, cuda.to_device(np.asarray(sel, dtype=np.int64)),
+            *_read_arrays(reads, "codes", "rc_codes", "read_off"), reads.k, _on_device(index.offsets),
             _on_device(index.positions), index.max_occ, p.max_indels, hits, p.max_hits, p.max_candidates,
             ncand, keys, votes, dropped)
     keys = keys.copy_to_host()[:m * p.max_candidates]
@@ -153,8 +167,8 @@ def extend_stage(reads, genome, pair_read, pair_key, p):
     m = len(pair_read)
     out = cuda.to_device(np.zeros((max(m, 1), 8), dtype=np.int64))
     _launch(_extend_kernel, m, cuda.to_device(np.asarray(pair_read, dtype=np.int64)),
-            cuda.to_device(np.asarray(pair_key, dtype=np.int64)), cuda.to_device(reads.codes),
-            cuda.to_device(reads.rc_codes), cuda.to_device(reads.read_off), *_genome_args(genome), genome.size,
+            cuda.to_device(np.asarray(pair_key, dtype=np.int64)),
+            *_read_arrays(reads, "codes", "rc_codes", "read_off"), *_genome_args(genome), genome.size,
             p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty,
             cuda.to_device(np.zeros(1, dtype=np.uint8)), out)
     return out.copy_to_host()[:m]
@@ -171,7 +185,7 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
     tb = cuda.device_array(max(m, 1) * maxlen * W, dtype=np.uint8)
     _launch(_trace_kernel, m, cuda.to_device(np.asarray(sel_read, dtype=np.int64)),
             cuda.to_device(np.asarray(sel_key, dtype=np.int64)), cuda.to_device(np.asarray(sel_local, dtype=np.int64)),
-            cuda.to_device(reads.codes), cuda.to_device(reads.rc_codes), cuda.to_device(reads.read_off),
+            *_read_arrays(reads, "codes", "rc_codes", "read_off"),
             *_genome_args(genome), genome.size, p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend,
             maxlen, tb, maxops, ops, lens, out)
     ops = ops.copy_to_host()[:m * maxops].reshape(m, maxops)
