@@ -6,8 +6,9 @@
 # The local profile workflow/profiles/default (all cores, one GPU job at a time) is loaded
 # automatically through the top-level link profiles -> workflow/profiles, where Snakemake looks.
 #
-# Stages, one rule file each: reference (download, mask, pack) -> index -> reads (encode)
-# -> align -> bam (sort, index) -> report (stats). See workflow/rules/*.smk.
+# Stages, one rule file each: reference (download, mask, pack) -> index -> align (reads encoded,
+# mapped and written as a sorted, indexed BAM, streamed in one job) -> report (stats).
+# See workflow/rules/*.smk.
 
 from snakemake.utils import min_version
 
@@ -20,9 +21,7 @@ configfile: "config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/reference.smk"
 include: "workflow/rules/index.smk"
-include: "workflow/rules/reads.smk"
 include: "workflow/rules/align.smk"
-include: "workflow/rules/bam.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -1,7 +1,6 @@
-"""Sorted, indexed BAM and its statistics (stages sort_bam and stats).
+"""Statistics of the sorted, indexed BAM (stage stats).
 
-`sort_and_index` turns the mapper's unsorted BAM (records in read order) into a coordinate-sorted
-BAM with a .bai beside it; both appear only once complete. `write_stats` writes samtools'
+`write_stats` writes samtools'
 flagstat and idxstats reports and a one-row mapping summary:
 
     records  primary  mapped  mapped_pct  mapq_ge_20
@@ -35,29 +34,6 @@ def _check_bam(path: str, what: str):
 
 def _one_line(err) -> str:
     return " ".join(str(err).split())[:300]
-
-
-def sort_and_index(unsorted: str, out_bam: str, threads: int = 1, compression_level: int = 6) -> str:
-    """Coordinate-sort `unsorted` into `out_bam` (+ `out_bam.bai`) with `threads` threads.
-
-    `compression_level` is zlib's 0-9 for the BGZF blocks (6 is zlib's default; 1 is several
-    times faster and about 10% bigger). Returns `out_bam`.
-    """
-    if not 0 <= compression_level <= 9:
-        raise InputError(f"BAM compression level {compression_level}: must be between 0 and 9")
-    threads = max(1, int(threads))
-    _check_bam(unsorted, "unsorted BAM")
-    # samtools' -@ counts threads beside the main one
-    extra = str(threads - 1)
-    try:
-        with atomic_path(out_bam) as tmp:
-            pysam.sort("-@", extra, "-l", str(compression_level), "-O", "bam",
-                       "-T", tmp + ".part", "-o", tmp, unsorted)
-        with atomic_path(out_bam + ".bai") as tmp:
-            pysam.index("-@", extra, "-b", out_bam, tmp)
-    except pysam.SamtoolsError as err:
-        raise InputError(f"sorting {unsorted} into {out_bam} failed: {_one_line(err)}") from None
-    return out_bam
 
 
 def summarize(bam: str) -> dict:
@@ -97,4 +73,4 @@ def write_stats(bam: str, flagstat_path: str, idxstats_path: str, summary_path: 
     return summary
 
 
-__all__ = ["sort_and_index", "write_stats", "summarize", "SUMMARY_COLUMNS"]
+__all__ = ["write_stats", "summarize", "SUMMARY_COLUMNS"]

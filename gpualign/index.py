@@ -7,6 +7,7 @@ boundary are left out. Bins holding more than `max_occ` positions are kept but s
 mapper (they are repeats that seed nothing useful); how many there are is recorded.
 """
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +50,7 @@ def build_index(genome: Genome, k: int = 8, max_occ: int = 500, chunk: int = 1 <
         raise InputError(f"index k={k}: must be between 4 and {MAX_K}")
     counts = np.zeros(4 ** k + 1, dtype=np.int64)
     per_chunk = []
+    start, done, last = time.perf_counter(), 0, 0.0
     for cstart, clen in zip(genome.offsets, genome.lengths):
         for s in range(0, int(clen), chunk):
             e = min(int(clen), s + chunk + k - 1)   # overlap so no k-mer is lost at chunk edges
@@ -57,8 +59,10 @@ def build_index(genome: Genome, k: int = 8, max_occ: int = 500, chunk: int = 1 <
             km = km[pos]
             per_chunk.append((km, (pos + cstart + s).astype(np.uint32)))
             counts[1:] += np.bincount(km, minlength=4 ** k)
-        if progress:
-            progress(f"indexed contig at offset {int(cstart)} ({int(clen)} bp)")
+            done += min(int(clen) - s, chunk)
+            if progress and time.perf_counter() - last >= 5:
+                last = time.perf_counter()
+                progress(f"counted k-mers of {done}/{genome.size} bp ({done / (last - start) / 1e6:.1f} Mbp/s)")
     offsets = np.cumsum(counts)
     positions = np.empty(int(offsets[-1]), dtype=np.uint32)
     fill = offsets[:-1].copy()
@@ -70,6 +74,9 @@ def build_index(genome: Genome, k: int = 8, max_occ: int = 500, chunk: int = 1 <
         positions[slot] = pos
         fill += np.bincount(km, minlength=4 ** k)
     index = KmerIndex(k, max_occ, offsets, positions)
+    if progress:
+        took = time.perf_counter() - start
+        progress(f"index built: {genome.size} bp in {took:.1f} s ({genome.size / max(took, 1e-9) / 1e6:.1f} Mbp/s)")
     warning = small_k_warning(index)
     if warning and progress:
         progress(warning)

@@ -18,7 +18,8 @@ import numpy as np
 import pysam
 from numba import njit
 
-from .bamio import BamWriter, encode_batch
+from .bamio import encode_batch
+from .bamout import SortedBam, UnsortedBam
 from .core import NEG, STRAND_BIT
 from .errors import InputError
 from .params import MapParams
@@ -197,8 +198,9 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTi
     need = np.flatnonzero(counts < 2)
     with times("seeding"):
         ncand, ckeys, cvotes, dropped = backend.candidate_stage(batch, need, index, p)
-    pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys)
-    incomplete = search_incomplete(n, need, cvotes, dropped, counts)
+    with times("choice"):
+        pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys)
+        incomplete = search_incomplete(n, need, cvotes, dropped, counts)
     with times("extension"):
         ext = backend.extend_stage(batch, genome, pair_read, pair_key, p)
     key = np.full(n, -1, dtype=np.int64)
@@ -209,7 +211,7 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTi
     with times("choice"):
         choose(lengths, batch.name_hash, pair_start, pair_key, ext, incomplete, p.max_indels, p.match,
                p.mismatch, p.clip_penalty, p.min_score, key, local, score, sub, mapq)
-        place_multi_exact(counts, ekeys, batch.name_hash, lengths, p, key, local, score, sub, mapq)
+        place_multi_exact(counts, ekeys, batch.name_hash, lengths, p.max_exact, p.match, key, local, score, sub, mapq)
     mapped = np.flatnonzero(key >= 0)
     with times("traceback"):
         ops, lens, trace = backend.traceback_stage(batch, genome, mapped, key[mapped], local[mapped], p)
@@ -221,19 +223,29 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTi
 VOTE_FRACTION = 4
 
 
+@njit(cache=True)
 def candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys):
     """(read, key) pairs to extend, grouped by read; a single exact hit is always a candidate."""
-    ncand = np.minimum(ncand, (cvotes * VOTE_FRACTION >= cvotes[:, :1]).sum(axis=1))  # votes are sorted
+    kept = np.zeros(need.shape[0], dtype=np.int64)
     per_read = np.zeros(n, dtype=np.int64)
-    per_read[need] = ncand + (counts[need] == 1)
-    pair_start = np.concatenate(([0], np.cumsum(per_read))).astype(np.int64)
-    pair_read = np.repeat(np.arange(n, dtype=np.int64), per_read)
-    pair_key = np.empty(int(pair_start[-1]), dtype=np.int64)
-    for x, r in enumerate(need):
+    for x in range(need.shape[0]):
+        c = 0
+        while c < ncand[x] and cvotes[x, c] * VOTE_FRACTION >= cvotes[x, 0]:   # votes are sorted
+            c += 1
+        kept[x] = c
+        per_read[need[x]] = c + (1 if counts[need[x]] == 1 else 0)
+    pair_start = np.zeros(n + 1, dtype=np.int64)
+    pair_start[1:] = np.cumsum(per_read)
+    pair_read = np.empty(pair_start[n], dtype=np.int64)
+    for r in range(n):
+        pair_read[pair_start[r]:pair_start[r + 1]] = r
+    pair_key = np.empty(pair_start[n], dtype=np.int64)
+    for x in range(need.shape[0]):
+        r = need[x]
         s = pair_start[r]
-        pair_key[s:s + ncand[x]] = ckeys[x, :ncand[x]]
+        pair_key[s:s + kept[x]] = ckeys[x, :kept[x]]
         if counts[r] == 1:
-            pair_key[s + ncand[x]] = ekeys[r, 0]
+            pair_key[s + kept[x]] = ekeys[r, 0]
     return pair_read, pair_key, pair_start
 
 
@@ -249,13 +261,17 @@ def search_incomplete(n, need, cvotes, dropped, counts):
     return out
 
 
-def place_multi_exact(counts, ekeys, name_hash, lengths, p, key, local, score, sub, mapq):
+@njit(cache=True)
+def place_multi_exact(counts, ekeys, name_hash, lengths, max_exact, match, key, local, score, sub, mapq):
     """Reads matching exactly at two or more places: a hash-chosen one, MAPQ 0, XS = AS."""
-    for r in np.flatnonzero(counts >= 2):
-        stored = min(int(counts[r]), p.max_exact)
-        key[r] = ekeys[r, int(name_hash[r]) % stored]
+    for r in range(counts.shape[0]):
+        if counts[r] < 2:
+            continue
+        stored = min(counts[r], max_exact)
+        key[r] = ekeys[r, name_hash[r] % stored]
         local[r] = 0
-        score[r] = sub[r] = lengths[r] * p.match
+        score[r] = lengths[r] * match
+        sub[r] = lengths[r] * match
         mapq[r] = 0
 
 
@@ -284,8 +300,8 @@ def batch_records(batch: Reads, res: BatchResult, genome, header, rg_id):
                             int(res.mapq[r]), cigar, md, nm, int(res.score[r]), sub, rg_id)
 
 
-def batch_bam_records(batch: Reads, res: BatchResult, genome, rg_id) -> np.ndarray:
-    """The BAM records of a batch, in input order, as bytes (the same records batch_records makes)."""
+def batch_bam_records(batch: Reads, res: BatchResult, genome, rg_id):
+    """The BAM records of a batch, in input order: (bytes, record offsets, coordinate sort keys)."""
     row_of = np.full(len(batch), -1, dtype=np.int64)
     row_of[res.mapped] = np.arange(len(res.mapped))
     rg = np.frombuffer((rg_id or "").encode(), dtype=np.uint8)
@@ -294,37 +310,89 @@ def batch_bam_records(batch: Reads, res: BatchResult, genome, rg_id) -> np.ndarr
                         res.ops.shape[1], res.trace, genome.packed, genome.nmask, genome.offsets, rg)
 
 
-def map_reads(genome, index, reads: Reads, out_path: str, p: MapParams, backend_name="auto",
+def as_batches(reads, batch_size: int):
+    """Batches of at most batch_size reads, from one Reads or an iterable of Reads batches."""
+    for batch in [reads] if isinstance(reads, Reads) else reads:
+        if len(batch) <= batch_size:
+            yield batch
+            continue
+        for start in range(0, len(batch), batch_size):
+            yield subset(batch, start, min(len(batch), start + batch_size))
+
+
+class Progress:
+    """Log lines of reads done and reads/s, at most every `every` seconds, and a final summary."""
+
+    def __init__(self, log, backend_name, every=10.0):
+        self.log, self.backend_name, self.every = log, backend_name, every
+        self.start = self.last = time.perf_counter()
+        self.reads = self.mapped = 0
+
+    def update(self, n, mapped):
+        self.reads += n
+        self.mapped += mapped
+        now = time.perf_counter()
+        if now - self.last >= self.every:
+            self.last = now
+            self.log(f"mapped {self.reads} reads ({self.backend_name}, {self.rate(now):.0f} reads/s)")
+
+    def rate(self, now=None):
+        return self.reads / max((now or time.perf_counter()) - self.start, 1e-9)
+
+
+def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="auto",
               threads: int = 1, read_group=None, command_line="gpualign", log=None, sam=False,
-              compression_level: int = 6):
-    """Map all reads and write them, in input order, as BAM (or SAM with sam=True; '-' is stdout)."""
+              compression_level: int = 6, sort: bool = False, index_path: str | None = None):
+    """Map reads (one Reads, or an iterable of batches as fastq.read_batches gives) and write them.
+
+    BAM in read order, or coordinate-sorted with sort=True (plus a .bai at index_path if given);
+    SAM (sam=True, '-' is stdout) is in read order.
+    """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     p.check()
-    if reads.k != index.k:
-        raise InputError(f"reads were encoded with k={reads.k} but the index has k={index.k}")
     backend = get_backend(backend_name, log)
-    header = make_header(genome, read_group, command_line)
+    header = make_header(genome, read_group, command_line, sort_order="coordinate" if sort and not sam else "unsorted")
     rg_id = read_group["ID"] if read_group else None
-    total, mapped, t0 = len(reads), 0, time.perf_counter()
+    times = StageTimes()
+
+    def encode(batch, res):
+        with times("BAM records (worker threads)"):
+            return batch_bam_records(batch, res, genome, rg_id)
+
     if sam:   # text output goes through pysam's records; BAM is encoded in bulk (bamio)
         out = pysam.AlignmentFile(out_path, "w", header=header)
+    elif sort:
+        out = SortedBam(out_path, header, encode, compression_level, threads, index_path)
     else:
-        out = BamWriter(out_path, header, compression_level, max(1, threads))
-    times = StageTimes()
-    with out:
-        for start in range(0, total, p.batch_size):
-            batch = subset(reads, start, min(total, start + p.batch_size))
+        out = UnsortedBam(out_path, header, encode, compression_level, threads)
+    progress = Progress(log, backend.NAME)
+    batches = iter(as_batches(reads, p.batch_size))
+    try:
+        while True:
+            with times("reading FASTQ (wait)"):
+                batch = next(batches, None)
+            if batch is None:
+                break
+            if batch.k != index.k:
+                raise InputError(f"reads were encoded with k={batch.k} but the index has k={index.k}")
             res = map_batch(batch, genome, index, p, backend, times)
-            with times("BAM records and compression"):
-                if sam:
-                    for rec in batch_records(batch, res, genome, header, rg_id):
-                        out.write(rec)
-                else:
-                    out.write(batch_bam_records(batch, res, genome, rg_id))
-            mapped += len(res.mapped)
-            done = start + len(batch)
-            log(f"mapped {done}/{total} reads ({backend.NAME}, {done / max(time.perf_counter() - t0, 1e-9):.0f} reads/s)")
-    elapsed = time.perf_counter() - t0
+            if sam:
+                for rec in batch_records(batch, res, genome, header, rg_id):
+                    out.write(rec)
+            else:
+                with times("BAM records (wait)"):
+                    out.add(batch, res)
+            progress.update(len(batch), len(res.mapped))
+        with times("sorted BAM write and index" if sort and not sam else "BAM write"):
+            out.close()
+    except BaseException:
+        if sam:
+            out.close()
+        else:
+            out.abort()
+        raise
+    elapsed = time.perf_counter() - progress.start
     log(f"stage times: {times.summary()}")
-    log(f"done: {total} reads, {mapped} mapped, {elapsed:.1f} s, {total / max(elapsed, 1e-9):.0f} reads/s, backend {backend.NAME}")
-    return {"reads": total, "mapped": mapped, "seconds": elapsed, "backend": backend.NAME}
+    log(f"done: {progress.reads} reads, {progress.mapped} mapped, {elapsed:.1f} s, "
+        f"{progress.reads / max(elapsed, 1e-9):.0f} reads/s, backend {backend.NAME}")
+    return {"reads": progress.reads, "mapped": progress.mapped, "seconds": elapsed, "backend": backend.NAME}

@@ -19,7 +19,7 @@ class MapParams:
     max_candidates: int = 8      # candidate loci extended per read
     max_hits: int = 1024         # seed hits kept per read (both strands)
     max_exact: int = 16          # exact hits stored per read
-    batch_size: int = 50000      # reads per batch; bounds memory, never changes results
+    batch_size: int = 200000     # reads per batch; bounds memory, never changes results
 
     def check(self):
         """Raise InputError naming the first bad option."""

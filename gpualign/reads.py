@@ -1,8 +1,8 @@
-"""FASTQ -> encoded reads (stage encode_reads).
+"""Encoded reads: a batch of n reads as flat arrays, the form every mapping stage takes.
 
-`{sample}.reads.npz` holds, for n reads concatenated in input order:
+Built from FASTQ by `fastq.read_batches` (streamed, batch by batch), or from lists by `encode_reads`:
 - `codes` / `rc_codes` (uint8, 0-3 = ACGT, 4 = N): each read and its reverse complement,
-  precomputed here so the mapper treats both strands alike; `read_off[n+1]` indexes both.
+  precomputed so the mapper treats both strands alike; `read_off[n+1]` indexes both.
 - `packed` / `rc_packed` (uint32): the same, 2-bit packed 16 bases a word from each read's first
   base (as in the genome image), `word_off[n+1]` indexes them; used by the exact-match kernel.
 - `hbin` / `rc_hbin` (int64): the read's header bin, the code of its first k bases; -1 when the
@@ -17,21 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .atomic import atomic_path
-from .errors import InputError
 from .genome import CODE
 from .jitcache import use_versioned_cache
-from .seqio import read_bytes, split_lines
 
 use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
 MAX_READ_LEN = 1024  # longest read accepted; the banded aligner's buffers are sized from it
-
-# IUPAC ambiguity codes (and '.') are accepted and read as N; anything else is an error.
-_SEQ_OK = np.zeros(256, dtype=bool)
-for _c in b"ACGTNRYKMSWBDHVUacgtnrykmswbdhvu.":
-    _SEQ_OK[_c] = True
-
 
 @dataclass
 class Reads:
@@ -60,74 +51,7 @@ class Reads:
         return np.diff(self.read_off)
 
 
-def parse_fastq(path: str):
-    """Names, sequences and qualities (lists of bytes) of a FASTQ file, validated as a whole with
-    array operations; the first bad record (in file order) is reported."""
-    lines = split_lines(read_bytes(path, "reads"))
-    if not lines:
-        raise InputError(f"reads {path}: empty file (no FASTQ records)")
-    if len(lines) % 4:
-        last = len(lines) - len(lines) % 4 + 1
-        raise InputError(f"reads {path} line {last}: truncated FASTQ record (file ends inside a record)")
-    names, seqs, pluses, quals = lines[0::4], lines[1::4], lines[2::4], lines[3::4]
-    problem = first_bad_record(names, seqs, pluses, quals)
-    if problem is not None:
-        r, line_in_record, message = problem
-        raise InputError(f"reads {path} line {4 * r + line_in_record}: {message}")
-    return [_read_name(n) for n in names], seqs, quals
-
-
-def first_bad_record(names, seqs, pluses, quals):
-    """(record index, line within the record 1-4, message) of the first invalid record, or None.
-
-    Within a record the checks run in this order: header, '+' line, lengths, bases, qualities.
-    """
-    n = len(names)
-    found = []   # (record, check order, line, message) of each check's first failure
-
-    def first(bad, order, line, message):
-        idx = np.flatnonzero(bad)
-        if len(idx):
-            r = int(idx[0])
-            found.append((r, order, line, message(r)))
-
-    heads = np.frombuffer(b"".join(x[:2].ljust(2) for x in names), dtype=np.uint8).reshape(n, 2)
-    first((heads[:, 0] != ord("@")) | np.isin(heads[:, 1], list(b" \t\r\x0b\x0c")), 0, 1,
-          lambda r: f"expected a '@name' header, found {names[r][:30]!r}")
-    seq_len = np.fromiter(map(len, seqs), dtype=np.int64, count=n)
-    qual_len = np.fromiter(map(len, quals), dtype=np.int64, count=n)
-    first(seq_len != qual_len, 2, 1,
-          lambda r: f"sequence and quality lengths differ ({seq_len[r]} vs {qual_len[r]})")
-    first(seq_len > MAX_READ_LEN, 3, 1,
-          lambda r: f"read of {seq_len[r]} bases is longer than the {MAX_READ_LEN} supported")
-    first(bad_per_record(~_SEQ_OK[np.frombuffer(b"".join(seqs), dtype=np.uint8)], seq_len), 4, 2,
-          lambda r: f"invalid base {chr(next(c for c in seqs[r] if not _SEQ_OK[c]))!r} in sequence")
-    first(np.frombuffer(b"".join(x[:1] or b" " for x in pluses), dtype=np.uint8) != ord("+"), 1, 3,
-          lambda r: f"expected a '+' line, found {pluses[r][:30]!r}")
-    q = np.frombuffer(b"".join(quals), dtype=np.uint8)
-    first(bad_per_record((q < 33) | (q > 126), qual_len), 5, 4, lambda r: "quality character outside '!'..'~'")
-    if not found:
-        return None
-    r, _, line, message = min(found)
-    return r, line, message
-
-
-def bad_per_record(bad_chars: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Per record, whether any of its characters (concatenated in record order) is bad."""
-    before = np.concatenate(([0], np.cumsum(bad_chars)))
-    ends = np.cumsum(lengths)
-    return before[ends] > before[ends - lengths]
-
-
-def _read_name(header: bytes) -> bytes:
-    """First word of the header, without a /1 or /2 mate suffix (as bwa does)."""
-    name = header[1:].split()[0]
-    if len(name) > 2 and name[-2:] in (b"/1", b"/2"):
-        name = name[:-2]
-    return name
-
-
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def fnv1a_all(blob, offsets):
     """FNV-1a (32-bit) of each name in a concatenated blob."""
     out = np.empty(offsets.shape[0] - 1, dtype=np.uint32)
@@ -139,25 +63,30 @@ def fnv1a_all(blob, offsets):
     return out
 
 
-def header_bins(codes: np.ndarray, read_off: np.ndarray, k: int) -> np.ndarray:
+@njit(cache=True, nogil=True)
+def header_bins(codes, read_off, k):
     """Code of each read's first k bases, -1 where the read is shorter than k or has an N."""
-    n = len(read_off) - 1
-    lengths = np.diff(read_off)
+    n = read_off.shape[0] - 1
     out = np.full(n, -1, dtype=np.int64)
-    n_before = np.concatenate(([0], np.cumsum(codes == 4)))
-    ok = (lengths >= k) & (n_before[read_off[1:]] == n_before[read_off[:-1]])
-    starts = read_off[:-1][ok]
-    km = np.zeros(len(starts), dtype=np.int64)
-    clean = np.ones(len(starts), dtype=bool)
-    for x in range(k):
-        c = codes[starts + x]
-        km = km * 4 + (c & 3)
-        clean &= c < 4
-    out[np.flatnonzero(ok)[clean]] = km[clean]
+    for r in range(n):
+        s = read_off[r]
+        e = read_off[r + 1]
+        if e - s < k:
+            continue
+        clean = True
+        for i in range(s, e):
+            if codes[i] == 4:
+                clean = False
+                break
+        if clean:
+            km = 0
+            for i in range(s, s + k):
+                km = km * 4 + codes[i]
+            out[r] = km
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def reverse_complements(codes: np.ndarray, read_off: np.ndarray) -> np.ndarray:
     """Each read reversed and complemented in place of itself (same offsets); N stays N."""
     rc = np.empty_like(codes)
@@ -170,7 +99,7 @@ def reverse_complements(codes: np.ndarray, read_off: np.ndarray) -> np.ndarray:
     return rc
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pack_reads(codes: np.ndarray, read_off: np.ndarray):
     """2-bit pack each read from its own first base (N packed as A); returns words and word offsets."""
     n = read_off.shape[0] - 1
@@ -185,39 +114,43 @@ def pack_reads(codes: np.ndarray, read_off: np.ndarray):
     return words, word_off
 
 
-def encode_reads(names, seqs, quals, k: int) -> Reads:
-    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-    read_off = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-    codes = CODE[np.frombuffer(b"".join(seqs), dtype=np.uint8)]
+def finish_reads(names, name_off, codes, quals, read_off, k: int) -> Reads:
+    """Reads from names, base codes and Phred qualities: adds reverse complements, packing, bins."""
     rc = reverse_complements(codes, read_off)
     packed, word_off = pack_reads(codes, read_off)
     rc_packed, _ = pack_reads(rc, read_off)
-    name_len = np.fromiter((len(n) for n in names), dtype=np.int64, count=len(names))
-    return Reads(
-        names=np.frombuffer(b"".join(names), dtype=np.uint8).copy(),
-        name_off=np.concatenate(([0], np.cumsum(name_len))).astype(np.int64),
-        name_hash=fnv1a_all(np.frombuffer(b"".join(names), dtype=np.uint8),
-                            np.concatenate(([0], np.cumsum(name_len))).astype(np.int64)),
-        codes=codes, rc_codes=rc,
-        quals=(np.frombuffer(b"".join(quals), dtype=np.uint8) - 33).astype(np.uint8),
-        read_off=read_off, packed=packed, rc_packed=rc_packed, word_off=word_off,
-        hbin=header_bins(codes, read_off, k), rc_hbin=header_bins(rc, read_off, k), k=k)
+    return Reads(names=names, name_off=name_off, name_hash=fnv1a_all(names, name_off), codes=codes,
+                 rc_codes=rc, quals=quals, read_off=read_off, packed=packed, rc_packed=rc_packed,
+                 word_off=word_off, hbin=header_bins(codes, read_off, k), rc_hbin=header_bins(rc, read_off, k), k=k)
 
 
-def encode_fastq(path: str, k: int) -> Reads:
-    return encode_reads(*parse_fastq(path), k=k)
+def offsets_of(items) -> np.ndarray:
+    return np.concatenate(([0], np.cumsum([len(x) for x in items], dtype=np.int64))).astype(np.int64)
 
 
-def save_reads(reads: Reads, path: str):
-    with atomic_path(path) as tmp:
-        np.savez(tmp, **{f: getattr(reads, f) for f in Reads.__dataclass_fields__})
+def encode_reads(names, seqs, quals, k: int) -> Reads:
+    """Reads from lists of names, sequences and FASTQ quality strings (bytes, Phred+33)."""
+    return finish_reads(np.frombuffer(b"".join(names), dtype=np.uint8).copy(), offsets_of(names),
+                        CODE[np.frombuffer(b"".join(seqs), dtype=np.uint8)],
+                        (np.frombuffer(b"".join(quals), dtype=np.uint8) - 33).astype(np.uint8),
+                        offsets_of(seqs), k)
 
 
-def load_reads(path: str) -> Reads:
-    with np.load(path) as z:
-        fields = {f: z[f] for f in Reads.__dataclass_fields__}
-    fields["k"] = int(fields["k"])
-    return Reads(**fields)
+def concatenate(batches, k: int) -> Reads:
+    """One Reads of several, in order."""
+    if not batches:
+        return encode_reads([], [], [], k)
+    def cat(field):
+        return np.concatenate([getattr(b, field) for b in batches])
+
+    def cat_offsets(field):
+        offs = [getattr(b, field) for b in batches]
+        base = np.cumsum([0] + [o[-1] for o in offs[:-1]])
+        return np.concatenate([offs[0][:1]] + [o[1:] + b for o, b in zip(offs, base)]).astype(np.int64)
+    return Reads(names=cat("names"), name_off=cat_offsets("name_off"), name_hash=cat("name_hash"),
+                 codes=cat("codes"), rc_codes=cat("rc_codes"), quals=cat("quals"),
+                 read_off=cat_offsets("read_off"), packed=cat("packed"), rc_packed=cat("rc_packed"),
+                 word_off=cat_offsets("word_off"), hbin=cat("hbin"), rc_hbin=cat("rc_hbin"), k=k)
 
 
 def subset(reads: Reads, start: int, end: int) -> Reads:

@@ -10,9 +10,10 @@ from .genome import BASES
 FLAG_REVERSE, FLAG_UNMAPPED = 0x10, 0x4
 
 
-def make_header(genome, read_group: dict | None, command_line: str) -> pysam.AlignmentHeader:
+def make_header(genome, read_group: dict | None, command_line: str,
+                sort_order: str = "unsorted") -> pysam.AlignmentHeader:
     header = {
-        "HD": {"VN": "1.6", "SO": "unsorted"},
+        "HD": {"VN": "1.6", "SO": sort_order},
         "SQ": [{"SN": name, "LN": int(length)} for name, length in zip(genome.names, genome.lengths)],
         "PG": [{"ID": "gpualign", "PN": "gpualign", "VN": __version__, "CL": command_line}],
     }

@@ -84,3 +84,23 @@ def test_bad_reads_leave_no_output(prefix, tmp_path):
     proc = run_cli("map", prefix, str(bad), "-o", str(out))
     assert proc.returncode == 1 and "line 5: truncated FASTQ record" in proc.stderr
     assert not out.exists() and os.listdir(tmp_path) == ["bad.fq"]
+
+
+def test_map_writes_a_sorted_indexed_bam_equal_to_samtools_sort(prefix, tmp_path):
+    """The BAM gpualign sorts itself holds the records, in the order, that samtools sort gives."""
+    out, unsorted = str(tmp_path / "s.bam"), str(tmp_path / "u.bam")
+    common = [prefix, DEMO_FQ, "-t", "2", "--backend", "cpu", "--batch-size", "300"]
+    assert main(["map", *common, "-o", out, "-l", "6"]) == 0
+    assert main(["map", *common, "-o", unsorted, "--unsorted"]) == 0
+    assert not os.path.exists(unsorted + ".bai")
+    pysam.sort("-o", str(tmp_path / "ref.bam"), unsorted)
+    with pysam.AlignmentFile(out) as ours, pysam.AlignmentFile(str(tmp_path / "ref.bam")) as ref:
+        assert ours.header.to_dict()["HD"]["SO"] == "coordinate"
+        assert [r.to_string() for r in ours] == [r.to_string() for r in ref]
+        contig = ours.references[0]
+        # the .bai works: a region query returns exactly the records overlapping the region
+        region = [r.query_name for r in ours.fetch(contig, 20000, 20100)]
+        expect = [r.query_name for r in pysam.AlignmentFile(out).fetch(until_eof=True)
+                  if not r.is_unmapped and r.reference_start < 20100 and r.reference_end > 20000]
+        assert region == expect and region
+    assert sorted(os.listdir(tmp_path)) == ["ref.bam", "s.bam", "s.bam.bai", "u.bam"]

@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from gpualign.errors import InputError
-from gpualign.reads import MAX_READ_LEN, encode_fastq, load_reads, parse_fastq, save_reads
+from gpualign import fastq as fastq_module
+from gpualign.fastq import encode_fastq, read_batches
+from gpualign.reads import MAX_READ_LEN, Reads, concatenate
 
 COMP = str.maketrans("ACGTN", "TGCAN")
 
@@ -39,9 +41,6 @@ def test_encode_keeps_bases_qualities_and_reverse_complements(tmp_path, crlf, gz
         header = clean[:5]
         want = -1 if len(clean) < 5 or "N" in clean else int("".join(str("ACGT".index(c)) for c in header), 4)
         assert reads.hbin[i] == want
-    save_reads(reads, str(tmp_path / "r.npz"))
-    again = load_reads(str(tmp_path / "r.npz"))
-    assert np.array_equal(again.codes, reads.codes) and again.k == 5
 
 
 @pytest.mark.parametrize("text, message", [
@@ -57,7 +56,7 @@ def test_bad_fastq_is_one_clear_error(tmp_path, text, message):
     path = tmp_path / "bad.fq"
     path.write_text(text)
     with pytest.raises(InputError, match=message) as err:
-        parse_fastq(str(path))
+        encode_fastq(str(path), 8)
     assert str(path) in str(err.value)
 
 
@@ -65,11 +64,62 @@ def test_too_long_read_is_rejected(tmp_path):
     n = MAX_READ_LEN + 1
     path = fastq(tmp_path / "long.fq", [("a", "A" * n, "I" * n)])
     with pytest.raises(InputError, match=f"longer than the {MAX_READ_LEN} supported"):
-        parse_fastq(path)
+        encode_fastq(path, 8)
 
 
 def test_the_first_bad_record_in_file_order_is_reported(tmp_path):
     path = tmp_path / "bad.fq"
     path.write_text("@ok\nACGT\n+\nIIII\n@b\nACXT\n+\nIIII\n@c\nACGT\n-\nIIII\n@d\nAC\n+\nIIII\n")
     with pytest.raises(InputError, match="line 6: invalid base 'X'"):
-        parse_fastq(str(path))
+        encode_fastq(str(path), 8)
+
+
+def random_records(rng, n):
+    recs = []
+    for i in range(n):
+        length = int(rng.integers(0, 150))
+        seq = "".join(rng.choice(list("ACGTN"), size=length))
+        recs.append((f"r{i} x", seq, "".join(chr(33 + int(v)) for v in rng.integers(0, 41, size=length))))
+    return recs
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_batches_and_threads_do_not_change_the_reads(tmp_path, monkeypatch, threads):
+    """Streaming in batches (cut anywhere, parsed on threads, gzip in several members, decoded by
+    rapidgzip when threads > 1) gives the reads one whole-file parse gives."""
+    monkeypatch.setattr(fastq_module, "PARALLEL_GZIP_MIN", 0)
+    rng = np.random.default_rng()
+    recs = random_records(rng, 500)
+    text = "".join(f"@{n}\n{s}\n+\n{q}\n" for n, s, q in recs).encode()
+    cut = int(rng.integers(1, len(text)))
+    (tmp_path / "r.fq.gz").write_bytes(gzip.compress(text[:cut]) + gzip.compress(text[cut:-1]))  # no last newline
+    whole = encode_fastq(fastq(tmp_path / "w.fq", recs), k=6)
+    batches = list(read_batches(str(tmp_path / "r.fq.gz"), 6, int(rng.integers(1, 60)), threads))
+    assert len(batches) > 1
+    again = concatenate(batches, 6)
+    for field in Reads.__dataclass_fields__:
+        assert np.array_equal(getattr(again, field), getattr(whole, field)), field
+
+
+def test_an_error_names_the_line_in_the_whole_file(tmp_path):
+    rng = np.random.default_rng()
+    recs = random_records(rng, 100)
+    bad = int(rng.integers(10, 100))
+    recs[bad] = (recs[bad][0], "AC!T", "IIII")
+    path = fastq(tmp_path / "r.fq", recs)
+    with pytest.raises(InputError, match=f"line {4 * bad + 2}: invalid base '!'"):
+        list(read_batches(path, 8, 7, 2))
+    # an earlier bad record is reported before a fault further on (here: truncation at the end)
+    with open(path, "a") as fh:
+        fh.write("@late\nACGT\n")
+    with pytest.raises(InputError, match=f"line {4 * bad + 2}: invalid base '!'"):
+        list(read_batches(path, 8, 7, 2))
+
+
+def test_corrupt_gzip_is_one_clear_error(tmp_path):
+    data = gzip.compress(b"@a\nACGT\n+\nIIII\n" * 5000)
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(data[:len(data) // 2])
+    for threads in (1, 2):
+        with pytest.raises(InputError, match=f"reads {path}: corrupt or truncated gzip"):
+            list(read_batches(str(path), 8, 100, threads))

@@ -166,7 +166,7 @@ def test_demo_logs(demo_run, numba_cache):
     else:
         assert FALLBACK in align_log
     assert f"done: {fastq_records(DEMO_READS)} reads" in align_log
-    expected = ["align/demo.log", "bam/demo.sort.log", "reads/demo.log", "reference/lambda.download.log",
+    expected = ["align/demo.log", "reference/lambda.download.log",
                 "reference/lambda.k8.index.log", "reference/lambda.mask.log", "reference/lambda.pack.log",
                 "stats/demo.log"]
     assert sorted(str(p.relative_to(logs)) for p in logs.rglob("*.log")) == expected
@@ -182,11 +182,11 @@ def test_demo_second_run_has_nothing_to_do(demo_run, numba_cache):
 
 
 @pytest.mark.parametrize("override, planned", [
-    ("align={max_indels: 4}", {"align", "sort_bam", "stats", "all"}),
-    ("align={mismatch: 3, gap_open: 5}", {"align", "sort_bam", "stats", "all"}),
-    ("bam={compression_level: 1}", {"sort_bam", "stats", "all"}),
-    ("index={max_occ: 100}", {"index_reference", "align", "sort_bam", "stats", "all"}),
-    ("index={k: 9}", {"index_reference", "encode_reads", "align", "sort_bam", "stats", "all"}),
+    ("align={max_indels: 4}", {"align", "stats", "all"}),
+    ("align={mismatch: 3, gap_open: 5}", {"align", "stats", "all"}),
+    ("bam={compression_level: 6}", {"align", "stats", "all"}),
+    ("index={max_occ: 100}", {"index_reference", "align", "stats", "all"}),
+    ("index={k: 9}", {"index_reference", "align", "stats", "all"}),
 ])
 def test_changed_parameter_reruns_its_stages(demo_run, numba_cache, override, planned):
     got = dry_run(demo_run.workdir, "--config", override, numba_cache=numba_cache)
@@ -196,7 +196,7 @@ def test_changed_parameter_reruns_its_stages(demo_run, numba_cache, override, pl
 
 def test_threads_do_not_rerun(demo_run, numba_cache):
     """Threads change speed, not results: they are `threads:`, not params."""
-    assert dry_run(demo_run.workdir, "--config", "align={threads: 1}", "bam={sort_threads: 1}",
+    assert dry_run(demo_run.workdir, "--config", "align={threads: 1}",
                    numba_cache=numba_cache) == set()
 
 
@@ -217,7 +217,7 @@ def test_kernel_edit_reruns_align_not_reference(copied, numba_cache):
     os.utime(core)   # touching alone changes nothing
     assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == set()
     core.write_text(core.read_text() + "\n# edited by test_workflow\n")
-    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == {"align", "sort_bam", "stats", "all"}
+    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == {"align", "stats", "all"}
 
 
 def test_reference_code_edit_reruns_from_mask(copied, numba_cache):
@@ -225,15 +225,17 @@ def test_reference_code_edit_reruns_from_mask(copied, numba_cache):
     module = repo / "gpualign" / "reference.py"
     module.write_text(module.read_text() + "\n# edited by test_workflow\n")
     planned = dry_run(workdir, numba_cache=numba_cache, repo=repo)
-    assert planned == {"mask_reference", "pack_reference", "index_reference", "encode_reads", "align",
-                       "sort_bam", "stats", "all"}
+    assert planned == {"mask_reference", "pack_reference", "index_reference", "align", "stats", "all"}
 
 
-def test_bam_code_edit_reruns_sort_and_stats(copied, numba_cache):
+def test_bam_code_edit_reruns_align_and_stats(copied, numba_cache):
     repo, workdir = copied
-    module = repo / "gpualign" / "bam.py"
+    stats = repo / "gpualign" / "bam.py"
+    stats.write_text(stats.read_text() + "\n# edited by test_workflow\n")
+    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == {"stats", "all"}
+    module = repo / "gpualign" / "bamout.py"
     module.write_text(module.read_text() + "\n# edited by test_workflow\n")
-    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == {"sort_bam", "stats", "all"}
+    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == {"align", "stats", "all"}
 
 
 def test_source_hash_follows_imports(tmp_path):

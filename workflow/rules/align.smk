@@ -1,4 +1,9 @@
-# Align: genome image + index + encoded reads -> unsorted BAM (records in read order).
+# Align: genome image + index + FASTQ(.gz) -> coordinate-sorted BAM + .bai, in one job.
+#
+# Reads are encoded (stage reads, gpualign.fastq) and the BAM sorted (gpualign.bamout) inside this
+# job, streamed batch by batch: an intermediate file of the whole encoded read set, or a separate
+# `samtools sort` pass, would cost more than the alignment itself. Host memory is the batches in
+# flight plus 16 bytes per read for the sort; GPU memory is bounded by align.batch_size.
 #
 # The job asks for one `gpu` resource unless align.backend is cpu: with `auto` it will use a GPU
 # whenever one is visible, so it is scheduled like a GPU job (locally `--resources gpu=N` caps
@@ -11,21 +16,22 @@ rule align:
     input:
         unpack(get_genome),
         index=get_index,
-        reads="results/reads/{sample}.reads.npz",
+        reads=get_fastq,
     output:
-        # kept (not temp) so that changing bam.* reruns sort_bam without aligning again
-        "results/align/{sample}.unsorted.bam",
+        bam="results/bam/{sample}.bam",
+        bai="results/bam/{sample}.bam.bai",
     log:
         "logs/align/{sample}.log",
     params:
         backend=config["align"]["backend"],
         mapping=MAP_PARAMS,
+        compression_level=config["bam"]["compression_level"],
         read_group=lambda wildcards: {"ID": wildcards.sample, "SM": wildcards.sample, "PL": "ILLUMINA"},
         code=CODE["align"],
     threads: config["align"]["threads"]
     resources:
         gpu=align_gpus(),
-        mem_mb=input_mem_mb(3, extra_mb=2000),
+        mem_mb=input_mem_mb(2, extra_mb=4000),
     conda:
         "../../envs/gpualign.yaml"
     script:

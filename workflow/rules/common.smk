@@ -131,8 +131,7 @@ CODE = {
         "mask_reference": ["reference"],
         "pack_reference": ["genome"],
         "index_reference": ["genome", "index"],
-        "encode_reads": ["reads"],
-        "align": ["mapper", "genome", "index", "reads", "params", "atomic", "errors"],
+        "align": ["mapper", "fastq", "bamout", "genome", "index", "reads", "params", "atomic", "errors"],
         "bam": ["bam"],
     }.items()
 }

@@ -1,4 +1,4 @@
-"""align: map the encoded reads against the genome image and index into an unsorted BAM."""
+"""align: map the FASTQ against the genome image and index into a coordinate-sorted BAM + .bai."""
 
 import sys
 
@@ -8,25 +8,28 @@ import numba  # noqa: E402
 
 from gpualign.atomic import atomic_path  # noqa: E402
 from gpualign.errors import InputError  # noqa: E402
+from gpualign.fastq import read_batches  # noqa: E402
 from gpualign.genome import load_genome  # noqa: E402
 from gpualign.index import load_index  # noqa: E402
 from gpualign.mapper import map_reads  # noqa: E402
 from gpualign.params import MapParams  # noqa: E402
-from gpualign.reads import load_reads  # noqa: E402
 
+out = snakemake.output
+if out.bai != out.bam + ".bai":
+    raise ValueError(f"align: output bai must be {out.bam + '.bai'!r}, got {out.bai!r}")
 options = " ".join(f"--{name.replace('_', '-')} {value}" for name, value in snakemake.params.mapping.items())
 command_line = (
     f"gpualign map (snakemake rule align) --backend {snakemake.params.backend} "
-    f"--threads {snakemake.threads} --rg-id {snakemake.params.read_group['ID']} {options} "
-    f"{snakemake.input.index} {snakemake.input.reads}"
+    f"--threads {snakemake.threads} -l {snakemake.params.compression_level} "
+    f"--rg-id {snakemake.params.read_group['ID']} {options} {snakemake.input.index} {snakemake.input.reads}"
 )
 try:
     numba.set_num_threads(max(1, min(snakemake.threads, numba.config.NUMBA_NUM_THREADS)))
     params = MapParams(**snakemake.params.mapping).check()
     genome = load_genome(snakemake.input.packed, snakemake.input.nmask, snakemake.input.contigs)
     index = load_index(snakemake.input.index)
-    reads = load_reads(snakemake.input.reads)
-    with atomic_path(snakemake.output[0]) as tmp:
+    reads = read_batches(snakemake.input.reads, index.k, params.batch_size, snakemake.threads)
+    with atomic_path(out.bai) as tmp_bai, atomic_path(out.bam) as tmp:
         map_reads(
             genome, index, reads, tmp, params,
             backend_name=snakemake.params.backend,
@@ -34,6 +37,9 @@ try:
             read_group=dict(snakemake.params.read_group),
             command_line=command_line,
             log=lambda line: print(line, file=log),
+            compression_level=snakemake.params.compression_level,
+            sort=True,
+            index_path=tmp_bai,
         )
 except InputError as err:
     print(f"error: {err}", file=log)

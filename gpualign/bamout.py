@@ -1,0 +1,153 @@
+"""Where a run's BAM records go: straight out in read order, or coordinate-sorted by gpualign
+itself (no separate `samtools sort` pass), then indexed.
+
+Both sinks take a batch's records as numba-built bytes (bamio.encode_batch) on worker threads, so
+the next batch maps on the GPU while this one is encoded. The sorted sink sorts each batch on its
+worker and appends it to one run file beside the output, keeping only 16 bytes per read in memory
+(sort key, file offset); at the end a stable merge of the keys gives the order, and records are
+gathered from the (page-cached) run file into BGZF blocks compressed on all threads. Equal keys
+keep input order, so the output does not depend on the batch size.
+"""
+
+import collections
+import os
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pysam
+from numba import njit
+
+from .bamio import BamWriter
+from .errors import InputError
+from .jitcache import use_versioned_cache
+
+use_versioned_cache()  # before any @njit below
+
+GATHER_RECORDS = 1 << 18   # records gathered per write of the final pass
+
+
+@njit(cache=True, nogil=True)
+def sort_batch(buf, offsets, keys):
+    """A batch's records reordered by key (stable): (bytes, record offsets, keys)."""
+    order = np.argsort(keys, kind="mergesort")
+    out = np.empty_like(buf)
+    out_off = np.zeros(offsets.shape[0], dtype=np.int64)
+    for j in range(order.shape[0]):
+        r = order[j]
+        size = offsets[r + 1] - offsets[r]
+        out[out_off[j]:out_off[j] + size] = buf[offsets[r]:offsets[r + 1]]
+        out_off[j + 1] = out_off[j] + size
+    return out, out_off, keys[order]
+
+
+@njit(cache=True, nogil=True)
+def gather(src, starts, ends, order):
+    """The records order[...] of src (given by starts/ends), concatenated."""
+    total = 0
+    for j in range(order.shape[0]):
+        total += ends[order[j]] - starts[order[j]]
+    out = np.empty(total, dtype=np.uint8)
+    o = 0
+    for j in range(order.shape[0]):
+        s = starts[order[j]]
+        size = ends[order[j]] - s
+        out[o:o + size] = src[s:s + size]
+        o += size
+    return out
+
+
+class RecordSink:
+    """Encodes batches on worker threads and hands their records to `consume` in input order."""
+
+    def __init__(self, encode, threads: int):
+        self.encode = encode
+        self.workers = max(1, threads)
+        self.pool = ThreadPoolExecutor(max_workers=self.workers)
+        self.jobs = collections.deque()
+
+    def add(self, batch, result):
+        self.jobs.append(self.pool.submit(self.encode, batch, result))
+        while self.jobs and (len(self.jobs) > self.workers or self.jobs[0].done()):
+            self.consume(*self.jobs.popleft().result())
+
+    def finish(self):
+        while self.jobs:
+            self.consume(*self.jobs.popleft().result())
+        self.pool.shutdown()
+
+    def abort(self):
+        for job in self.jobs:
+            job.cancel()
+        self.pool.shutdown()
+
+
+class UnsortedBam(RecordSink):
+    """Records in read order, compressed as they come."""
+
+    def __init__(self, path, header, encode, level, threads):
+        super().__init__(encode, threads)
+        self.writer = BamWriter(path, header, level, threads)
+
+    def consume(self, buf, offsets, keys):
+        self.writer.write(buf)
+
+    def close(self):
+        self.finish()
+        self.writer.close()
+
+
+class SortedBam(RecordSink):
+    """Records in coordinate order, then a .bai index (at `index_path`)."""
+
+    def __init__(self, path, header, encode, level, threads, index_path=None):
+        super().__init__(lambda b, r: sort_batch(*encode(b, r)), threads)
+        self.path, self.header, self.level, self.threads = path, header, level, threads
+        self.index_path = index_path
+        self.tmpdir = tempfile.mkdtemp(prefix=".gpualign-sort-", dir=os.path.dirname(os.path.abspath(path)))
+        self.run = open(os.path.join(self.tmpdir, "records.bin"), "wb")
+        self.written = 0
+        self.keys, self.starts = [], []
+
+    def consume(self, buf, offsets, keys):
+        self.run.write(buf)
+        self.keys.append(keys)
+        self.starts.append(offsets + self.written)
+        self.written += len(buf)
+
+    def close(self):
+        try:
+            self.finish()
+            self.run.close()
+            self.write_sorted()
+            if self.index_path:
+                index_bam(self.path, self.index_path, self.threads)
+        finally:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    def write_sorted(self):
+        keys = np.concatenate(self.keys) if self.keys else np.zeros(0, dtype=np.int64)
+        ends = np.concatenate([s[1:] for s in self.starts]) if self.starts else np.zeros(0, dtype=np.int64)
+        starts = np.concatenate([s[:-1] for s in self.starts]) if self.starts else ends
+        self.keys = self.starts = None
+        # batches are sorted runs in input order: a stable sort merges them, equal keys in input order
+        order = np.argsort(keys, kind="stable")
+        del keys
+        src = (np.memmap(self.run.name, dtype=np.uint8, mode="r") if self.written
+               else np.zeros(0, dtype=np.uint8))
+        with BamWriter(self.path, self.header, self.level, self.threads) as out:
+            for i in range(0, len(order), GATHER_RECORDS):
+                out.write(gather(src, starts, ends, order[i:i + GATHER_RECORDS]))
+
+    def abort(self):
+        super().abort()
+        self.run.close()
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def index_bam(path: str, index_path: str, threads: int):
+    try:
+        pysam.index("-@", str(max(0, threads - 1)), "-b", path, index_path)
+    except pysam.SamtoolsError as err:
+        raise InputError(f"indexing {path} failed: {' '.join(str(err).split())[:300]}") from None

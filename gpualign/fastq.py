@@ -1,0 +1,262 @@
+"""FASTQ(.gz) -> batches of encoded reads, streamed (stage encode_reads, run inside align).
+
+No per-read Python: a decompressor (rapidgzip on several threads when installed, else isal, else
+zlib) feeds blocks of bytes; a numba scan cuts them at record boundaries into batches of at most
+`batch_size` reads; numba parses, validates and encodes each batch over the raw bytes. Batches are
+parsed on worker threads (the numba functions release the GIL) while earlier batches are mapped,
+and handed out in file order, so the first error raised is the first bad record of the file.
+"""
+
+from .jitcache import use_versioned_cache
+
+use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
+
+import collections
+import os
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from numba import njit
+
+from .errors import InputError
+from .genome import CODE
+from .reads import MAX_READ_LEN, finish_reads
+from .seqio import is_gzip
+
+READ_BLOCK = 48 << 20        # decompressed bytes read at a time (a batch holds at most this)
+PARALLEL_GZIP_MIN = 64 << 20  # compressed bytes from which rapidgzip decodes on several threads
+
+# IUPAC ambiguity codes (and '.') are accepted and read as N; anything else is an error.
+SEQ_OK = np.zeros(256, dtype=np.bool_)
+for _c in b"ACGTNRYKMSWBDHVUacgtnrykmswbdhvu.":
+    SEQ_OK[_c] = True
+WHITESPACE = np.zeros(256, dtype=np.bool_)
+for _c in b" \t\r\n\x0b\x0c":
+    WHITESPACE[_c] = True
+
+# first-failure codes of parse_records, in the order the checks run within a record
+BAD_HEADER, BAD_PLUS, BAD_LENGTHS, TOO_LONG, BAD_BASE, BAD_QUAL = 1, 2, 3, 4, 5, 6
+
+
+def cut_records(data: bytes, buf: np.ndarray, start: int, max_records: int):
+    """(end, n): the first n <= max_records complete 4-line records of data from start end at end.
+
+    Vectorized newline counting plus memrchr steps back from the end: the cut is the one
+    sequential step of reading, so it must run at memory speed, not at a loop's pace.
+    """
+    is_newline = buf[start:] == 10
+    lines = int(np.count_nonzero(is_newline))
+    n = min(lines // 4, max_records)
+    if n == 0:
+        return start, 0
+    if n < lines // 4:
+        return start + int(np.flatnonzero(is_newline)[4 * n - 1]) + 1, n
+    newline = len(data)
+    for _ in range(lines - 4 * n + 1):
+        newline = data.rfind(b"\n", start, newline)
+    return newline + 1, n
+
+
+@njit(cache=True, nogil=True)
+def line_end(buf, i):
+    """Index of the newline ending the line that starts at i (the buffer ends with one)."""
+    while buf[i] != 10:
+        i += 1
+    return i
+
+
+@njit(cache=True, nogil=True)
+def content_end(buf, s, e):
+    """End of a line's content: a CR before the newline is part of the line end."""
+    return e - 1 if e > s and buf[e - 1] == 13 else e
+
+
+@njit(cache=True, nogil=True)
+def parse_records(buf, n, seq_ok, whitespace, code):
+    """Parse n complete records; returns (status, record, detail, arrays...).
+
+    status is 0 or the code of the first failed check of the first bad record; detail is the
+    offending byte or the two lengths. Names are the header's first word without /1 or /2.
+    """
+    names = np.empty(buf.shape[0], dtype=np.uint8)
+    name_off = np.zeros(n + 1, dtype=np.int64)
+    codes = np.empty(buf.shape[0] // 2 + 1, dtype=np.uint8)
+    quals = np.empty(buf.shape[0] // 2 + 1, dtype=np.uint8)
+    read_off = np.zeros(n + 1, dtype=np.int64)
+    detail = np.zeros(2, dtype=np.int64)
+    i = 0
+    for r in range(n):
+        h0 = i
+        h1 = line_end(buf, h0)
+        s0 = h1 + 1
+        s1 = line_end(buf, s0)
+        p0 = s1 + 1
+        p1 = line_end(buf, p0)
+        q0 = p1 + 1
+        q1 = line_end(buf, q0)
+        i = q1 + 1
+        he = content_end(buf, h0, h1)
+        se = content_end(buf, s0, s1)
+        pe = content_end(buf, p0, p1)
+        qe = content_end(buf, q0, q1)
+        if he - h0 < 2 or buf[h0] != 64 or whitespace[buf[h0 + 1]]:
+            detail[0] = h0
+            detail[1] = he
+            return BAD_HEADER, r, detail, names, name_off, codes, quals, read_off
+        if pe == p0 or buf[p0] != 43:
+            detail[0] = p0
+            detail[1] = pe
+            return BAD_PLUS, r, detail, names, name_off, codes, quals, read_off
+        slen = se - s0
+        if slen != qe - q0:
+            detail[0] = slen
+            detail[1] = qe - q0
+            return BAD_LENGTHS, r, detail, names, name_off, codes, quals, read_off
+        if slen > MAX_READ_LEN:
+            detail[0] = slen
+            return TOO_LONG, r, detail, names, name_off, codes, quals, read_off
+        base = read_off[r]
+        for x in range(slen):
+            c = buf[s0 + x]
+            if not seq_ok[c]:
+                detail[0] = c
+                return BAD_BASE, r, detail, names, name_off, codes, quals, read_off
+            codes[base + x] = code[c]
+        for x in range(slen):
+            q = buf[q0 + x]
+            if q < 33 or q > 126:
+                detail[0] = q
+                return BAD_QUAL, r, detail, names, name_off, codes, quals, read_off
+            quals[base + x] = q - 33
+        read_off[r + 1] = base + slen
+        w = h0 + 1
+        while w < he and not whitespace[buf[w]]:
+            w += 1
+        if w - (h0 + 1) > 2 and buf[w - 2] == 47 and (buf[w - 1] == 49 or buf[w - 1] == 50):
+            w -= 2   # a /1 or /2 mate suffix is not part of the name (as bwa reads it)
+        nb = name_off[r]
+        for x in range(h0 + 1, w):
+            names[nb + x - h0 - 1] = buf[x]
+        name_off[r + 1] = nb + w - h0 - 1
+    return 0, n, detail, names, name_off, codes, quals, read_off
+
+
+def parse_error(path, chunk, status, record, detail, first_line):
+    """The one-line InputError for parse_records' first failure."""
+    line = first_line + 4 * record
+    raw = lambda: bytes(chunk[detail[0]:detail[1]])[:30]  # noqa: E731
+    if status == BAD_HEADER:
+        return InputError(f"reads {path} line {line + 1}: expected a '@name' header, found {raw()!r}")
+    if status == BAD_PLUS:
+        return InputError(f"reads {path} line {line + 3}: expected a '+' line, found {raw()!r}")
+    if status == BAD_LENGTHS:
+        return InputError(f"reads {path} line {line + 1}: sequence and quality lengths differ "
+                          f"({detail[0]} vs {detail[1]})")
+    if status == TOO_LONG:
+        return InputError(f"reads {path} line {line + 1}: read of {detail[0]} bases is longer than "
+                          f"the {MAX_READ_LEN} supported")
+    if status == BAD_BASE:
+        return InputError(f"reads {path} line {line + 2}: invalid base {chr(detail[0])!r} in sequence")
+    return InputError(f"reads {path} line {line + 4}: quality character outside '!'..'~'")
+
+
+def encode_chunk(path, chunk, n, first_line, k):
+    """Reads of a chunk holding exactly n complete records starting at line first_line + 1."""
+    status, record, detail, names, name_off, codes, quals, read_off = parse_records(
+        chunk, n, SEQ_OK, WHITESPACE, CODE)
+    if status:
+        raise parse_error(path, chunk, status, record, detail, first_line)
+    return finish_reads(names[:name_off[n]].copy(), name_off, codes[:read_off[n]].copy(),
+                        quals[:read_off[n]].copy(), read_off, k)
+
+
+def open_decompressed(path: str, threads: int):
+    """A binary file object of the (decompressed) content."""
+    if not os.path.exists(path):
+        raise InputError(f"reads {path}: no such file")
+    if os.path.isdir(path):
+        raise InputError(f"reads {path}: is a directory")
+    if not is_gzip(path):
+        return open(path, "rb")
+    # rapidgzip returns nothing, without an error, for some small truncated files: only big
+    # ones (where it raises on truncation, and where its threads pay) go through it
+    if threads > 1 and os.path.getsize(path) >= PARALLEL_GZIP_MIN:
+        try:
+            import rapidgzip
+            return rapidgzip.open(path, parallelization=threads)
+        except ImportError:
+            pass
+    try:
+        from isal import igzip
+        return igzip.open(path, "rb")
+    except ImportError:  # pragma: no cover - isal is a dependency; zlib is the last resort
+        import gzip
+        return gzip.open(path, "rb")
+
+
+def chunks(path: str, batch_size: int, threads: int = 1):
+    """(bytes, n records, lines before it) of each batch of at most batch_size complete records."""
+    try:
+        fh = open_decompressed(path, threads)
+        with fh:
+            pending = b""
+            lines_before = 0
+            eof = False
+            while not eof:
+                block = fh.read(READ_BLOCK)
+                eof = not block
+                data = pending + block
+                if eof and data and not data.endswith(b"\n"):
+                    data += b"\n"      # a last line without its newline is still a line
+                buf = np.frombuffer(data, dtype=np.uint8)
+                start = 0
+                while True:   # every complete record now, in batches of at most batch_size
+                    end, n = cut_records(data, buf, start, batch_size)
+                    if n == 0:
+                        break
+                    yield buf[start:end], n, lines_before
+                    lines_before += 4 * n
+                    start = end
+                pending = data[start:]
+                if eof and pending:
+                    raise InputError(f"reads {path} line {lines_before + 1}: truncated FASTQ record "
+                                     "(file ends inside a record)")
+            if lines_before == 0:
+                raise InputError(f"reads {path}: empty file (no FASTQ records)")
+    except (OSError, EOFError, zlib.error, ValueError, RuntimeError) as exc:
+        detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise InputError(f"reads {path}: corrupt or truncated gzip data ({detail})") from None
+
+
+def read_batches(path: str, k: int, batch_size: int, threads: int = 1):
+    """Encoded batches of the file, in order, parsed ahead on about half the threads (the rest
+    decompress, map and write)."""
+    workers = max(1, min(8, (threads + 1) // 2))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        ahead = collections.deque()
+        source = chunks(path, batch_size, threads)
+        try:
+            while True:
+                try:
+                    chunk, n, first_line = next(source)
+                except StopIteration:
+                    break
+                except InputError:
+                    while ahead:   # an earlier bad record is reported before a later fault
+                        yield ahead.popleft().result()
+                    raise
+                ahead.append(pool.submit(encode_chunk, path, chunk, n, first_line, k))
+                if len(ahead) > workers:
+                    yield ahead.popleft().result()
+            while ahead:
+                yield ahead.popleft().result()
+        finally:
+            for f in ahead:
+                f.cancel()
+
+
+def encode_fastq(path: str, k: int, threads: int = 1):
+    """All reads of a FASTQ file as one Reads (for tests and small inputs)."""
+    from .reads import concatenate
+    return concatenate(list(read_batches(path, k, 1 << 20, threads)), k)
