@@ -10,6 +10,7 @@ keep input order, so the output does not depend on the batch size.
 """
 
 import collections
+import contextlib
 import os
 import shutil
 import tempfile
@@ -101,10 +102,11 @@ class UnsortedBam(RecordSink):
 class SortedBam(RecordSink):
     """Records in coordinate order, then a .bai index (at `index_path`)."""
 
-    def __init__(self, path, header, encode, level, threads, index_path=None):
+    def __init__(self, path, header, encode, level, threads, index_path=None, times=None):
         super().__init__(lambda b, r: sort_batch(*encode(b, r)), threads)
         self.path, self.header, self.level, self.threads = path, header, level, threads
         self.index_path = index_path
+        self.times = times or (lambda stage: contextlib.nullcontext())
         self.tmpdir = tempfile.mkdtemp(prefix=".gpualign-sort-", dir=os.path.dirname(os.path.abspath(path)))
         self.run = open(os.path.join(self.tmpdir, "records.bin"), "wb")
         self.written = 0
@@ -118,11 +120,14 @@ class SortedBam(RecordSink):
 
     def close(self):
         try:
-            self.finish()
-            self.run.close()
-            self.write_sorted()
+            with self.times("BAM records (wait)"):
+                self.finish()
+                self.run.close()
+            with self.times("sorted BAM: merge and compress"):
+                self.write_sorted()
             if self.index_path:
-                index_bam(self.path, self.index_path, self.threads)
+                with self.times("sorted BAM: index"):
+                    index_bam(self.path, self.index_path, self.threads)
         finally:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
 

@@ -186,37 +186,60 @@ def collect_seed_hits(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, ho
 
 
 @njit(cache=True)
-def heapsort(a, off, n):
-    """In-place ascending sort of a[off:off+n] (no recursion, no allocation: fine on a GPU thread)."""
-    for start in range(n // 2 - 1, -1, -1):
-        sift_down(a, off, start, n)
-    for end in range(n - 1, 0, -1):
-        tmp = a[off]
-        a[off] = a[off + end]
-        a[off + end] = tmp
-        sift_down(a, off, 0, end)
+def merge_sort_runs(a, off, n, scratch):
+    """Sort a[off:off+n] ascending by merging its ascending runs (natural merge sort), using
+    a[scratch:scratch+n] as the second buffer; returns the offset holding the sorted values.
 
-
-@njit(cache=True)
-def sift_down(a, off, root, n):
+    Seed hits arrive as one ascending run per seed (a bin's positions are ascending), so a few
+    sequential passes sort them: far fewer and more local memory accesses than a heap sort,
+    which is what a GPU thread's private slice of global memory needs.
+    """
+    src = off
+    dst = scratch
     while True:
-        child = 2 * root + 1
-        if child >= n:
-            return
-        if child + 1 < n and a[off + child + 1] > a[off + child]:
-            child += 1
-        if a[off + root] >= a[off + child]:
-            return
-        tmp = a[off + root]
-        a[off + root] = a[off + child]
-        a[off + child] = tmp
-        root = child
+        i = 0
+        runs = 0
+        while i < n:
+            j = i + 1
+            while j < n and a[src + j - 1] <= a[src + j]:
+                j += 1
+            k = j
+            if j < n:
+                k = j + 1
+                while k < n and a[src + k - 1] <= a[src + k]:
+                    k += 1
+            x = i
+            y = j
+            o = i
+            while x < j and y < k:
+                if a[src + y] < a[src + x]:
+                    a[dst + o] = a[src + y]
+                    y += 1
+                else:
+                    a[dst + o] = a[src + x]
+                    x += 1
+                o += 1
+            while x < j:
+                a[dst + o] = a[src + x]
+                x += 1
+                o += 1
+            while y < k:
+                a[dst + o] = a[src + y]
+                y += 1
+                o += 1
+            runs += 1
+            i = k
+        src, dst = dst, src
+        if runs <= 1:
+            return src
 
 
 @njit(cache=True)
 def find_candidates(q_fwd, q_rc, qoff, n, k, idx_off, idx_pos, max_occ, t,
                     hits, hoff, hmax, cand_keys, cand_votes, coff, max_cand, dropped, di):
     """Seed both strands, vote hits into diagonal clusters, keep the best `max_cand` clusters.
+
+    hits[hoff:hoff + 2*hmax] is scratch: up to hmax hits and the merge sort's second buffer.
 
     A cluster is a run of sorted hit keys within t of its first; its key is the median hit's and
     its votes the number of hits. Kept ordered by votes (desc), then key (asc). Returns how many;
@@ -225,7 +248,7 @@ def find_candidates(q_fwd, q_rc, qoff, n, k, idx_off, idx_pos, max_occ, t,
     """
     nh = collect_seed_hits(q_fwd, qoff, n, k, 0, idx_off, idx_pos, max_occ, hits, hoff, 0, hmax // 2)
     nh = collect_seed_hits(q_rc, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff, nh, hmax - nh)
-    heapsort(hits, hoff, nh)
+    hoff = merge_sort_runs(hits, hoff, nh, hoff + hmax)
     ncand = 0
     lost = 0
     i = 0

@@ -42,7 +42,7 @@ def _candidates(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t,
                 ncand, cand_keys, cand_votes, dropped):
     for x in prange(sel.shape[0]):
         r = sel[x]
-        hits = np.empty(hmax, dtype=np.int64)
+        hits = np.empty(2 * hmax, dtype=np.int64)   # hits + merge scratch
         ncand[x] = find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
                                    idx_off, idx_pos, max_occ, t, hits, 0, hmax,
                                    cand_keys, cand_votes, x * mcand, mcand, dropped, x)

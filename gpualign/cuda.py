@@ -25,7 +25,7 @@ cuda_core_config.CUDA_LOW_OCCUPANCY_WARNINGS = False
 MAX_W = 2 * MAX_INDELS + 2   # band row plus one, for the local-memory arrays of the DP
 
 _SHARED = ["base_at", "genome_word", "any_n", "contig_of", "read_matches_at", "exact_hits",
-           "seed_kmer", "seed_offset", "collect_seed_hits", "heapsort", "sift_down",
+           "seed_kmer", "seed_offset", "collect_seed_hits", "merge_sort_runs",
            "find_candidates", "window_of", "banded_dp", "local_can_win", "skip_local", "push_op", "traceback",
            "extend_pair", "trace_pair"]
 
@@ -68,7 +68,7 @@ def _candidate_kernel(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_o
         return
     r = sel[x]
     ncand[x] = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
-                                 idx_off, idx_pos, max_occ, t, hits, x * hmax, hmax,
+                                 idx_off, idx_pos, max_occ, t, hits, x * 2 * hmax, hmax,
                                  cand_keys, cand_votes, x * mcand, mcand, dropped, x)
 
 
@@ -153,7 +153,7 @@ def candidate_stage(reads, sel, index, p):
     keys = cuda.to_device(np.full(max(m, 1) * p.max_candidates, -1, dtype=np.int64))
     votes = cuda.to_device(np.zeros(max(m, 1) * p.max_candidates, dtype=np.int64))
     dropped = cuda.to_device(np.zeros(max(m, 1), dtype=np.int64))
-    hits = cuda.device_array(max(m, 1) * p.max_hits, dtype=np.int64)
+    hits = cuda.device_array(max(m, 1) * 2 * p.max_hits, dtype=np.int64)   # hits + merge scratch
     _launch(_candidate_kernel, m, cuda.to_device(np.asarray(sel, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"), reads.k, _on_device(index.offsets),
             _on_device(index.positions), index.max_occ, p.max_indels, hits, p.max_hits, p.max_candidates,

@@ -13,6 +13,8 @@ use_versioned_cache()  # before any @njit below: numba picks the cache folder at
 
 import collections
 import os
+import queue
+import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
@@ -229,13 +231,55 @@ def chunks(path: str, batch_size: int, threads: int = 1):
         raise InputError(f"reads {path}: corrupt or truncated gzip data ({detail})") from None
 
 
+def in_background(generator, depth: int):
+    """The generator's items, produced on a thread of their own up to `depth` ahead; an
+    exception it raises is raised here, in its place in the sequence."""
+    items = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def offer(item) -> bool:
+        while not stop.is_set():
+            try:
+                items.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce():
+        try:
+            for item in generator:
+                if not offer(item):
+                    return
+            offer(done)
+        except BaseException as exc:  # handed to the consumer
+            offer(exc)
+        finally:
+            generator.close()   # closes the input now, not at interpreter exit (rapidgzip aborts then)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = items.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
 def read_batches(path: str, k: int, batch_size: int, threads: int = 1):
-    """Encoded batches of the file, in order, parsed ahead on about half the threads (the rest
-    decompress, map and write)."""
+    """Encoded batches of the file, in order: decompressed and cut on a reader thread, parsed
+    ahead on about half the threads (the rest map and write)."""
     workers = max(1, min(8, (threads + 1) // 2))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         ahead = collections.deque()
-        source = chunks(path, batch_size, threads)
+        source = in_background(chunks(path, batch_size, threads), depth=workers)
         try:
             while True:
                 try:

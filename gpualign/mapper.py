@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pysam
-from numba import njit
+from numba import njit, prange
 
 from .bamio import encode_batch
 from .bamout import SortedBam, UnsortedBam
@@ -50,7 +50,7 @@ def get_backend(name: str, log=None):
     return cpu
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def choose(lengths, name_hash, pair_start, pair_key, ext, incomplete, t, match, mismatch, clip_penalty, min_score,
            out_key, out_local, out_as, out_xs, out_mapq):
     """Pick each read's primary placement from its extended candidates.
@@ -61,7 +61,7 @@ def choose(lengths, name_hash, pair_start, pair_key, ext, incomplete, t, match, 
     So do reads whose candidate search was incomplete (a locus as well supported as the best was
     left out, as in repeats): a better placement may exist unseen. out_key = -1: unmapped.
     """
-    for r in range(lengths.shape[0]):
+    for r in prange(lengths.shape[0]):
         a = pair_start[r]
         b = pair_start[r + 1]
         n = lengths[r]
@@ -362,7 +362,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
     if sam:   # text output goes through pysam's records; BAM is encoded in bulk (bamio)
         out = pysam.AlignmentFile(out_path, "w", header=header)
     elif sort:
-        out = SortedBam(out_path, header, encode, compression_level, threads, index_path)
+        out = SortedBam(out_path, header, encode, compression_level, threads, index_path, times)
     else:
         out = UnsortedBam(out_path, header, encode, compression_level, threads)
     progress = Progress(log, backend.NAME)
@@ -383,8 +383,11 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
                 with times("BAM records (wait)"):
                     out.add(batch, res)
             progress.update(len(batch), len(res.mapped))
-        with times("sorted BAM write and index" if sort and not sam else "BAM write"):
-            out.close()
+        if sort and not sam:
+            out.close()   # times its own phases
+        else:
+            with times("BAM write"):
+                out.close()
     except BaseException:
         if sam:
             out.close()

@@ -121,16 +121,26 @@ def test_genome_word_and_base_lookup_agree_with_codes():
         assert core.any_n(g.nmask, int(pos), min(end, 1000)) == bool((codes[pos:min(end, 1000)] == 4).any())
 
 
-def test_heapsort_sorts_any_slice():
+@pytest.mark.parametrize("runs", [None, 1, 3, 30])
+def test_merge_sort_runs_sorts_any_slice(runs):
+    """Random values, or concatenated ascending runs as seed hits come; the scratch half is
+    used and the values outside both halves are left alone."""
     rng = np.random.default_rng()
     for _ in range(50):
-        a = rng.integers(-1000, 1000, size=int(rng.integers(1, 200))).astype(np.int64)
-        off, n = int(rng.integers(0, len(a))), 0
-        n = int(rng.integers(0, len(a) - off + 1))
-        want = a.copy()
-        want[off:off + n] = np.sort(want[off:off + n])
-        core.heapsort(a, off, n)
-        assert np.array_equal(a, want)
+        n = int(rng.integers(0, 200))
+        if runs is None:
+            vals = rng.integers(-1000, 1000, size=n)
+        else:
+            vals = np.concatenate([np.sort(rng.integers(-1000, 1000, size=len(p)))
+                                   for p in np.array_split(np.arange(n), runs)])
+        off = int(rng.integers(0, 20))
+        a = rng.integers(-5, 5, size=off + 2 * n + 20).astype(np.int64)
+        a[off:off + n] = vals
+        outside = np.concatenate([a[:off], a[off + 2 * n:]]).copy()
+        at = core.merge_sort_runs(a, off, n, off + n)
+        assert at in (off, off + n)
+        assert np.array_equal(a[at:at + n], np.sort(vals))
+        assert np.array_equal(np.concatenate([a[:off], a[off + 2 * n:]]), outside)
 
 
 def test_params_check_names_the_bad_option():
