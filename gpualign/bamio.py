@@ -273,6 +273,15 @@ def deflate(data, level: int) -> bytes:
     return comp.compress(data) + comp.flush()
 
 
+def bgzf_blocks(data, level: int) -> bytes:
+    """Consecutive BGZF blocks of data (one task of the compression pool: fewer, bigger tasks
+    keep the pool's per-task overhead small)."""
+    return b"".join(bgzf_block(data[i:i + BGZF_INPUT], level) for i in range(0, len(data), BGZF_INPUT))
+
+
+BLOCKS_PER_TASK = 16
+
+
 class BamWriter:
     """A BAM file written block by block. Blocks are compressed on a thread pool and written in
     order as they finish, so a caller can prepare the next data while earlier blocks compress."""
@@ -282,18 +291,20 @@ class BamWriter:
         self.threads = max(1, threads)
         self.pool = ThreadPoolExecutor(max_workers=self.threads)
         self.jobs = collections.deque()
-        self.pending = b""
+        self.pending = np.zeros(0, dtype=np.uint8)
         self.fh = open(path, "wb")
-        self.write(header_bytes(header))
+        self.write(np.frombuffer(header_bytes(header), dtype=np.uint8))
 
-    def write(self, data):
-        data = self.pending + bytes(data)
+    def write(self, data: np.ndarray):
+        """Queue bytes (a uint8 array) for compression; whole blocks go now, the rest waits."""
+        if len(self.pending):
+            data = np.concatenate((self.pending, data))
         full = len(data) - len(data) % BGZF_INPUT
-        view = memoryview(data)
-        for i in range(0, full, BGZF_INPUT):
-            self.jobs.append(self.pool.submit(bgzf_block, view[i:i + BGZF_INPUT], self.level))
-        self.pending = data[full:]
-        self._drain(keep=4 * self.threads)
+        task = BGZF_INPUT * BLOCKS_PER_TASK
+        for i in range(0, full, task):
+            self.jobs.append(self.pool.submit(bgzf_blocks, data[i:min(full, i + task)], self.level))
+        self.pending = data[full:].copy()
+        self._drain(keep=2 * self.threads)
 
     def _drain(self, keep: int):
         """Write finished blocks in order; wait while more than `keep` are outstanding."""
@@ -301,7 +312,7 @@ class BamWriter:
             self.fh.write(self.jobs.popleft().result())
 
     def close(self):
-        if self.pending:
+        if len(self.pending):
             self.jobs.append(self.pool.submit(bgzf_block, self.pending, self.level))
         self._drain(keep=0)
         self.fh.write(BGZF_EOF)

@@ -26,7 +26,23 @@ from .jitcache import use_versioned_cache
 
 use_versioned_cache()  # before any @njit below
 
-GATHER_RECORDS = 1 << 18   # records gathered per write of the final pass
+GATHER_RECORDS = 1 << 16   # records gathered per write of the final pass
+GATHER_THREADS = 4         # gathering runs beside compression, which takes all threads
+
+
+def ordered_map(pool, fn, items, ahead: int):
+    """fn over items on the pool, results in order, at most `ahead` in flight (bounded memory)."""
+    jobs = collections.deque()
+    try:
+        for item in items:
+            jobs.append(pool.submit(fn, item))
+            if len(jobs) >= ahead:
+                yield jobs.popleft().result()
+        while jobs:
+            yield jobs.popleft().result()
+    finally:
+        for job in jobs:
+            job.cancel()
 
 
 @njit(cache=True, nogil=True)
@@ -141,9 +157,11 @@ class SortedBam(RecordSink):
         del keys
         src = (np.memmap(self.run.name, dtype=np.uint8, mode="r") if self.written
                else np.zeros(0, dtype=np.uint8))
-        with BamWriter(self.path, self.header, self.level, self.threads) as out:
-            for i in range(0, len(order), GATHER_RECORDS):
-                out.write(gather(src, starts, ends, order[i:i + GATHER_RECORDS]))
+        parts = (order[i:i + GATHER_RECORDS] for i in range(0, len(order), GATHER_RECORDS))
+        with BamWriter(self.path, self.header, self.level, self.threads) as out, \
+                ThreadPoolExecutor(max_workers=GATHER_THREADS) as pool:
+            for records in ordered_map(pool, lambda part: gather(src, starts, ends, part), parts, GATHER_THREADS):
+                out.write(records)
 
     def abort(self):
         super().abort()
