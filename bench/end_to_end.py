@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""End to end, FASTQ.gz -> sorted, indexed BAM: gpualign next to bwa mem, minimap2 and bowtie2.
+
+One run on one machine: a synthetic genome (synth.py), simulated reads, each aligner's index
+(timed apart), then each aligner's whole path from the gzip FASTQ to a coordinate-sorted BAM
+with its .bai, timed as one command with peak memory of its process tree (and of the GPU for
+gpualign). Peers pipe SAM into pysam.sort (samtools' code; the device has no samtools binary)
+and index with pysam.index. gpualign writes a sorted, indexed BAM itself; where it does not
+(an older version), sorting and indexing with pysam are timed and counted in its wall time.
+gpualign first maps a few thousand reads untimed, so numba's compile cache is warm.
+
+Then every BAM is scored as accuracy.py does (within --tolerance bases of the true origin;
+precision at MAPQ >= 20). Results go to $OUT/end_to_end_<tag>.json/.tsv/.log; a markdown
+table is printed last on stdout, everything else goes to stderr.
+
+Inputs are deterministic and reused from --workdir when a previous run completed them, so a
+run too long for one call can be split with --peers (and --skip-gpualign).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import benchlib as bl
+from benchlib import PY, log, q
+import synth
+
+PEERS = ("bwa", "minimap2", "bowtie2")
+WARMUP_READS = 5000
+
+
+def gpualign_k(genome_bp: int) -> int:
+    """gpualign's own suggestion where it has one, else the brief's rule of thumb."""
+    try:
+        from gpualign.index import suggested_k
+        return suggested_k(genome_bp, 500)
+    except ImportError:
+        return 8 if genome_bp <= 10_000_000 else (11 if genome_bp <= 300_000_000 else 12)
+
+
+# --------------------------------------------------------------------------
+# inputs
+
+def genome_dir(args) -> Path:
+    return args.workdir / f"g{args.genome_mbp:g}_s{args.seed}"
+
+
+def prepare_inputs(args) -> tuple[Path, Path, Path, dict]:
+    """Genome, reads and gpualign's warm-up reads (each reused when already complete)."""
+    gdir = genome_dir(args)
+    gdir.mkdir(parents=True, exist_ok=True)
+    ref = gdir / "genome.fa"
+    size = int(round(args.genome_mbp * 1e6))
+    stats, _ = bl.cached(ref, lambda: synth.make_genome(str(ref), size, args.seed, log=log), "genome")
+    reads = gdir / f"reads_n{args.reads}_l{args.length}_s{args.seed}.fq.gz"
+    bl.cached(reads, lambda: synth.simulate_reads(str(ref), args.reads, args.length, args.seed, str(reads),
+                                                 threads=args.threads, log=log), "reads")
+    warm = gdir / f"warmup_l{args.length}.fq.gz"
+    bl.cached(warm, lambda: synth.simulate_reads(str(ref), WARMUP_READS, args.length, args.seed + 1000,
+                                                str(warm), threads=args.threads), "warm-up reads")
+    return ref, reads, warm, stats
+
+
+# --------------------------------------------------------------------------
+# indexes
+
+def index_command(aligner: str, ref: Path, prefix: Path, args) -> str:
+    t = args.threads
+    if aligner == "gpualign":
+        return f"{q(PY)} -m gpualign index {q(ref)} -p {q(prefix)} -k {args.k}"
+    if aligner == "bwa":
+        return f"bwa index -p {q(prefix)} {q(ref)}"
+    if aligner == "minimap2":
+        return f"minimap2 -x sr -t {t} -d {q(prefix)}.mmi {q(ref)}"
+    if aligner == "bowtie2":   # the binary, not the wrapper: its #!/usr/bin/python3 may be missing
+        return f"bowtie2-build-s --threads {t} {q(ref)} {q(prefix)}"
+    raise ValueError(aligner)
+
+
+def build_index(aligner: str, ref: Path, work: Path, args, logfile: Path) -> tuple[Path, dict]:
+    prefix = work / "idx" / (f"{aligner}_k{args.k}" if aligner == "gpualign" else aligner) / "ref"
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+
+    def make():
+        res = bl.run_timed(index_command(aligner, ref, prefix, args), f"index {aligner}", logfile)
+        return {"index_s": res["wall_s"], "index_peak_rss_mb": res["peak_rss_mb"],
+                "index_bytes": bl.files_size(prefix)}
+    info, reused = bl.cached(prefix.parent / "index", make, f"index {aligner}")
+    return prefix, dict(info, index_reused=reused)
+
+
+# --------------------------------------------------------------------------
+# mapping
+
+def map_command(aligner: str, prefix: Path, reads: Path, bam: Path, args) -> str:
+    t = args.threads
+    sort = bl.sort_from_stdin(bam, t)
+    if aligner == "gpualign":
+        return f"{q(PY)} -m gpualign map {q(prefix)} {q(reads)} -o {q(bam)} -t {t} --backend {args.gpualign_backend}"
+    if aligner == "bwa":
+        return f"bwa mem -t {t} {q(prefix)} {q(reads)} | {sort}"
+    if aligner == "minimap2":
+        return f"minimap2 -ax sr -t {t} {q(prefix)}.mmi {q(reads)} | {sort}"
+    if aligner == "bowtie2":
+        return f"bowtie2-align-s --wrapper basic-0 -p {t} -x {q(prefix)} -U {q(reads)} | {sort}"
+    raise ValueError(aligner)
+
+
+def run_gpualign(prefix: Path, reads: Path, warm: Path, bam: Path, args, logfile: Path) -> dict:
+    """Warm-up (untimed in the result), then the timed map; sort+index added if still needed."""
+    warm_bam = bam.with_name("warmup.bam")
+    warm_res = bl.run_timed(map_command("gpualign", prefix, warm, warm_bam, args), "gpualign warm-up", logfile)
+    res = bl.run_timed(map_command("gpualign", prefix, reads, bam, args), "map gpualign", logfile, gpu=True)
+    result = {"warmup_s": warm_res["wall_s"], "map_s": res["wall_s"], "sort_s": 0.0,
+              "peak_rss_mb": res["peak_rss_mb"], "peak_gpu_mb": res.get("peak_gpu_mb"), "log": res["stderr"],
+              "sorted_by_aligner": bl.is_sorted_indexed(bam)}
+    if not result["sorted_by_aligner"]:
+        srt = bl.run_timed(bl.sort_and_index_file(bam, args.threads), "sort+index gpualign", logfile)
+        result["sort_s"] = srt["wall_s"]
+        result["peak_rss_mb"] = max(result["peak_rss_mb"], srt["peak_rss_mb"])
+    result["wall_s"] = round(result["map_s"] + result["sort_s"], 3)
+    return result
+
+
+def run_peer(aligner: str, prefix: Path, reads: Path, bam: Path, args, logfile: Path) -> dict:
+    res = bl.run_timed(map_command(aligner, prefix, reads, bam, args), f"map {aligner}", logfile)
+    return {"wall_s": res["wall_s"], "peak_rss_mb": res["peak_rss_mb"], "log": res["stderr"][-20:]}
+
+
+def align(aligner: str, ref: Path, reads: Path, warm: Path, gdir: Path, bam: Path, args, logfile: Path) -> dict:
+    """Index (or reuse it), then FASTQ.gz -> sorted, indexed BAM, timed."""
+    prefix, info = build_index(aligner, ref, gdir, args, logfile)
+    if aligner == "gpualign":
+        res = run_gpualign(prefix, reads, warm, bam, args, logfile)
+    else:
+        res = run_peer(aligner, prefix, reads, bam, args, logfile)
+    res.update(info)
+    res["reads_per_s"] = args.reads / res["wall_s"]
+    res["bam_bytes"] = bam.stat().st_size
+    res["sorted_indexed"] = bl.is_sorted_indexed(bam)
+    res["version"] = bl.tool_version(VERSION_COMMANDS[aligner])
+    res["command"] = map_command(aligner, prefix, reads, bam, args)
+    log(f"{aligner}: {res['wall_s']:.1f} s, {res['reads_per_s']:,.0f} reads/s")
+    return res
+
+
+VERSION_COMMANDS = {
+    "bwa": "bwa", "minimap2": "minimap2 --version", "bowtie2": "bowtie2-align-s --version",
+    "gpualign": f"{q(PY)} -m gpualign --version",
+}
+
+
+# --------------------------------------------------------------------------
+# report
+
+COLUMNS = ["aligner", "index s", "wall s", "reads/s", "peak RSS GiB", "peak GPU GiB", "correct %",
+           "precision MAPQ>=20 %", "gpualign speed-up"]
+
+
+def table_rows(results: dict) -> list[dict]:
+    g = results.get("gpualign", {}).get("reads_per_s")   # None where gpualign did not run or failed
+    rows = []
+    for name, r in results.items():
+        if "error" in r:
+            rows.append({"aligner": name, "wall s": "failed (see log)"})
+            continue
+        acc = r.get("accuracy") or {}
+        gpu = r.get("peak_gpu_mb")
+        rows.append({
+            "aligner": name,
+            "index s": bl.fmt(r.get("index_s")),
+            "wall s": bl.fmt(r.get("wall_s")),
+            "reads/s": bl.fmt(int(r["reads_per_s"])),
+            "peak RSS GiB": bl.fmt(r["peak_rss_mb"] / 1024, 2),
+            "peak GPU GiB": bl.fmt(gpu / 1024, 2) if gpu is not None else "",
+            "correct %": bl.fmt(acc.get("correct_pct"), 2),
+            "precision MAPQ>=20 %": bl.fmt(acc.get("precision_mapq20_pct"), 3),
+            "gpualign speed-up": f"{g / r['reads_per_s']:.2f}x" if g else "",
+        })
+    return rows
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--genome-mbp", type=float, default=5.0, help="synthetic genome size in Mbp [5]")
+    p.add_argument("--reads", type=int, default=10_000_000, help="reads to simulate [10M]")
+    p.add_argument("--length", type=int, default=100, help="read length [100]")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--peers", default=",".join(PEERS),
+                   help="comma-separated subset of bwa,minimap2,bowtie2 ('' for none)")
+    p.add_argument("--skip-gpualign", action="store_true", help="run the peers only")
+    p.add_argument("--gpualign-backend", default="cuda", choices=["cuda", "cpu", "auto"])
+    p.add_argument("-k", type=int, help="gpualign index k [gpualign.index.suggested_k for the genome]")
+    p.add_argument("--workdir", type=Path, default=Path("/tmp/gpualign_bench"))
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--tolerance", type=int, default=5)
+    p.add_argument("--skip-accuracy", action="store_true")
+    p.add_argument("--keep-bams", action="store_true", help="keep the BAMs in the workdir (default: delete)")
+    args = p.parse_args(argv)
+    args.peers = [x.strip() for x in args.peers.split(",") if x.strip()]
+    unknown = set(args.peers) - set(PEERS)
+    if unknown:
+        p.error(f"unknown peer(s): {', '.join(sorted(unknown))}")
+    args.k = args.k or gpualign_k(int(round(args.genome_mbp * 1e6)))
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    out = bl.out_dir()
+    aligners = ([] if args.skip_gpualign else ["gpualign"]) + args.peers
+    tag = f"g{args.genome_mbp:g}_n{args.reads}_l{args.length}_{'-'.join(aligners) or 'none'}"
+    logfile = out / f"end_to_end_{tag}.log"
+    logfile.write_text("")
+    log(f"end_to_end {tag}: {vars(args)}")
+    steps = {}
+
+    start = time.perf_counter()
+    ref, reads, warm, genome_stats = prepare_inputs(args)
+    steps["inputs_s"] = round(time.perf_counter() - start, 2)
+    log(f"genome: repeats {genome_stats['repeat_share']:.1%}, contigs {len(genome_stats['contigs'])}")
+
+    results = {}
+    record = {"script": "end_to_end", "tag": tag, "args": {k: str(v) if isinstance(v, Path) else v
+                                                          for k, v in vars(args).items()},
+              "machine": bl.machine_info(), "genome": genome_stats, "steps": steps, "results": results}
+
+    def save():   # after every aligner, so a run cut short keeps what it measured
+        (out / f"end_to_end_{tag}.json").write_text(json.dumps(record, indent=1))
+
+    gdir = genome_dir(args)
+    mapdir = gdir / "bams"
+    mapdir.mkdir(parents=True, exist_ok=True)
+    for aligner in aligners:
+        try:
+            results[aligner] = align(aligner, ref, reads, warm, gdir, mapdir / f"{aligner}.bam", args, logfile)
+        except (RuntimeError, OSError) as exc:      # one failing aligner must not cost the others
+            log(f"ERROR: {aligner}: {exc}")
+            results[aligner] = {"error": str(exc)[-3000:]}
+        save()
+    done = {a: mapdir / f"{a}.bam" for a, r in results.items() if "error" not in r}
+
+    if not args.skip_accuracy and done:
+        start = time.perf_counter()
+        scores = bl.score_bams(done, args.reads, args.threads, args.tolerance)
+        steps["accuracy_s"] = round(time.perf_counter() - start, 2)
+        log(f"scored {len(scores)} BAMs in {steps['accuracy_s']} s")
+        for aligner, score in scores.items():
+            results[aligner]["accuracy"] = bl.score_dict(score)
+            if not score.once_each:
+                log(f"WARNING: {aligner}: reads not primary exactly once (missing {score.missing}, "
+                    f"duplicated {score.duplicated}, unknown {score.unknown})")
+    if not args.keep_bams:
+        for path in mapdir.glob("*.bam*"):
+            path.unlink()
+    save()
+
+    rows = table_rows(results)
+    bl.write_tsv(rows, COLUMNS, out / f"end_to_end_{tag}.tsv")
+    log(f"wrote {out}/end_to_end_{tag}.json, .tsv, .log; total {time.perf_counter() - bl.T0:.1f} s")
+    print(f"\nEnd to end, {args.reads:,} reads of {args.length} bp, {args.genome_mbp:g} Mbp synthetic genome, "
+          f"{args.threads} threads (FASTQ.gz -> sorted, indexed BAM)\n")
+    print(bl.markdown(rows, COLUMNS), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
