@@ -444,21 +444,23 @@ def skip_local(out, x, n):
 
 
 @njit(cache=True)
-def push_op(ops, lens, obase, nops, op):
-    """Append one base of an operation (traceback runs backwards), merging runs."""
-    if nops > 0 and ops[obase + nops - 1] == op:
-        lens[obase + nops - 1] += 1
+def push_op(ops, lens, obase, ostride, nops, op):
+    """Append one base of an operation (traceback runs backwards), merging runs. Operation j
+    lives at obase + j * ostride (rows on the CPU, columns on the GPU: coalesced and copied
+    back only as wide as the longest CIGAR)."""
+    if nops > 0 and ops[obase + (nops - 1) * ostride] == op:
+        lens[obase + (nops - 1) * ostride] += 1
         return nops
-    ops[obase + nops] = op
-    lens[obase + nops] = 1
+    ops[obase + nops * ostride] = op
+    lens[obase + nops * ostride] = 1
     return nops + 1
 
 
 @njit(cache=True)
-def traceback(tb, tboff, t, c0, end_i, end_j, ops, lens, obase, res):
+def traceback(tb, tboff, t, c0, end_i, end_j, ops, lens, obase, ostride, res):
     """Walk the traceback bytes from (end_i, end_j) back to the alignment start.
 
-    Writes the CIGAR (M/I/D only, forward order) to ops/lens[obase ...] and res[0]=number of
+    Writes the CIGAR (M/I/D only, forward order) to ops/lens[obase + j * ostride] and res[0]=number of
     ops, res[1]=first aligned read base, res[2]=first aligned window column.
     """
     W = 2 * t + 1
@@ -474,7 +476,7 @@ def traceback(tb, tboff, t, c0, end_i, end_j, ops, lens, obase, res):
             if src == SRC_START:
                 break
             if src == SRC_DIAG:
-                nops = push_op(ops, lens, obase, nops, OP_M)
+                nops = push_op(ops, lens, obase, ostride, nops, OP_M)
                 i -= 1
                 j -= 1
             elif src == SRC_DEL:
@@ -482,18 +484,18 @@ def traceback(tb, tboff, t, c0, end_i, end_j, ops, lens, obase, res):
             else:
                 state = 2
         elif state == 1:
-            nops = push_op(ops, lens, obase, nops, OP_D)
+            nops = push_op(ops, lens, obase, ostride, nops, OP_D)
             if not (code & E_EXT):
                 state = 0
             j -= 1
         else:
-            nops = push_op(ops, lens, obase, nops, OP_I)
+            nops = push_op(ops, lens, obase, ostride, nops, OP_I)
             if not (code & F_EXT):
                 state = 0
             i -= 1
     for x in range(nops // 2):   # reverse into forward order
-        a = obase + x
-        b = obase + nops - 1 - x
+        a = obase + x * ostride
+        b = obase + (nops - 1 - x) * ostride
         to = ops[a]
         tl = lens[a]
         ops[a] = ops[b]
@@ -532,8 +534,8 @@ def extend_pair(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_en
 
 @njit(cache=True)
 def trace_pair(x, key, local, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
-               match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, tboff, res, win, ops, lens, maxops, out):
-    """Align one chosen placement with traceback: CIGAR to ops/lens[x * maxops ...] and row x of out:
+               match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, tboff, res, win, ops, lens, obase, ostride, out):
+    """Align one chosen placement with traceback: CIGAR to ops/lens[obase + j * ostride] and row x of out:
     score, first aligned read base, reference start, end row, end column, number of ops.
     tb needs n * (2t+1) bytes from tboff."""
     window_of(key, n, t, c_off, c_end, gsize, win)
@@ -543,7 +545,16 @@ def trace_pair(x, key, local, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off
     out[x, 0] = res[0]
     out[x, 3] = res[1]
     out[x, 4] = res[2]
-    traceback(tb, tboff, t, win[2], res[1], res[2], ops, lens, x * maxops, res)
+    traceback(tb, tboff, t, win[2], res[1], res[2], ops, lens, obase, ostride, res)
     out[x, 5] = res[0]
     out[x, 1] = res[1]
     out[x, 2] = win[0] + res[2]
+
+
+def tidy_cigars(ops, lens, nops):
+    """CIGAR arrays as both backends return them: as wide as the longest CIGAR (at least 1),
+    zero past each row's own length, so results compare equal whatever the layout used."""
+    width = max(1, int(nops.max(initial=0)))
+    ops, lens = ops[:, :width], lens[:, :width]
+    unused = np.arange(width)[None, :] >= nops[:, None]
+    return np.where(unused, 0, ops).astype(np.uint8), np.where(unused, 0, lens).astype(np.int32)

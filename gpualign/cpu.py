@@ -10,7 +10,7 @@ use_versioned_cache()  # before any @njit / @cuda.jit below
 import numpy as np
 from numba import njit, prange
 
-from .core import exact_hits, extend_pair, find_candidates, trace_pair
+from .core import exact_hits, extend_pair, find_candidates, tidy_cigars, trace_pair
 
 NAME = "cpu"
 
@@ -100,7 +100,7 @@ def _trace(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_
         trace_pair(x, sel_key[x], sel_local[x], codes, rc_codes, read_off[r], n, g_packed, g_nmask, c_off,
                    c_end, gsize, t, match, mismatch, gap_open, gap_ext, H, F, HS, FS,
                    np.empty(n * (2 * t + 1), dtype=np.uint8), 0, np.zeros(4, dtype=np.int64),
-                   np.zeros(4, dtype=np.int64), ops, lens, maxops, out)
+                   np.zeros(4, dtype=np.int64), ops, lens, x * maxops, 1, out)
 
 
 def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
@@ -115,4 +115,4 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
            np.asarray(sel_local, dtype=np.int64), reads.codes, reads.rc_codes, reads.read_off,
            genome.packed, genome.nmask, genome.offsets, genome.ends, genome.size, p.max_indels,
            p.match, p.mismatch, p.gap_open, p.gap_extend, maxops, ops, lens, out)
-    return ops.reshape(m, maxops), lens.reshape(m, maxops), out
+    return (*tidy_cigars(ops.reshape(m, maxops), lens.reshape(m, maxops), out[:, 5]), out)

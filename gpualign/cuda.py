@@ -88,7 +88,7 @@ def _extend_kernel(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_n
 
 @cuda.jit(cache=True)
 def _trace_kernel(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
-                  t, match, mismatch, gap_open, gap_ext, maxlen, tb, maxops, ops, lens, out):
+                  t, match, mismatch, gap_open, gap_ext, maxlen, tb, ops, lens, out):
     x = cuda.grid(1)
     if x >= sel_read.shape[0]:
         return
@@ -98,7 +98,7 @@ def _trace_kernel(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_pac
                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
                  tb, x * maxlen * (2 * t + 1), cuda.local.array(4, dtype=np.int64),
-                 cuda.local.array(4, dtype=np.int64), ops, lens, maxops, out)
+                 cuda.local.array(4, dtype=np.int64), ops, lens, x, sel_read.shape[0], out)
 
 
 _resident = {}
@@ -139,18 +139,18 @@ def _genome_args(genome):
 
 def exact_stage(reads, genome, index, p):
     n = len(reads)
-    counts = cuda.to_device(np.zeros(n, dtype=np.int64))
-    keys = cuda.to_device(np.full(n * p.max_exact, -1, dtype=np.int64))
+    counts = cuda.device_array(max(n, 1), dtype=np.int64)          # written for every read
+    keys = cuda.device_array(max(n, 1) * p.max_exact, dtype=np.int64)   # read only below counts
     _launch(_exact_kernel, n, *_read_arrays(reads, "packed", "rc_packed", "word_off", "read_off", "hbin", "rc_hbin"),
             *_genome_args(genome), _on_device(index.offsets),
             _on_device(index.positions), index.max_occ, p.max_exact, counts, keys)
-    return counts.copy_to_host(), keys.copy_to_host().reshape(n, p.max_exact)
+    return counts.copy_to_host()[:n], keys.copy_to_host()[:n * p.max_exact].reshape(n, p.max_exact)
 
 
 def candidate_stage(reads, sel, index, p):
     m = len(sel)
     ncand = cuda.to_device(np.zeros(m, dtype=np.int64))
-    keys = cuda.to_device(np.full(max(m, 1) * p.max_candidates, -1, dtype=np.int64))
+    keys = cuda.device_array(max(m, 1) * p.max_candidates, dtype=np.int64)   # read only below ncand
     votes = cuda.to_device(np.zeros(max(m, 1) * p.max_candidates, dtype=np.int64))
     dropped = cuda.to_device(np.zeros(max(m, 1), dtype=np.int64))
     hits = cuda.device_array(max(m, 1) * 2 * p.max_hits, dtype=np.int64)   # hits + merge scratch
@@ -165,7 +165,7 @@ def candidate_stage(reads, sel, index, p):
 
 def extend_stage(reads, genome, pair_read, pair_key, p):
     m = len(pair_read)
-    out = cuda.to_device(np.zeros((max(m, 1), 8), dtype=np.int64))
+    out = cuda.device_array((max(m, 1), 8), dtype=np.int64)   # every column written
     _launch(_extend_kernel, m, cuda.to_device(np.asarray(pair_read, dtype=np.int64)),
             cuda.to_device(np.asarray(pair_key, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"), *_genome_args(genome), genome.size,
@@ -177,17 +177,20 @@ def extend_stage(reads, genome, pair_read, pair_key, p):
 def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
     m = len(sel_read)
     maxlen = int(reads.lengths.max(initial=1))
-    maxops = 2 * maxlen + 2
     W = 2 * p.max_indels + 1
-    ops = cuda.to_device(np.zeros(max(m, 1) * maxops, dtype=np.uint8))
-    lens = cuda.to_device(np.zeros(max(m, 1) * maxops, dtype=np.int32))
-    out = cuda.to_device(np.zeros((max(m, 1), 6), dtype=np.int64))
+    # CIGAR op j of pair x at [j * m + x]: only as many rows as the longest CIGAR come back;
+    # nothing is uploaded for outputs the kernel writes in full
+    ops = cuda.device_array(max(m, 1) * (2 * maxlen + 2), dtype=np.uint8)
+    lens = cuda.device_array(max(m, 1) * (2 * maxlen + 2), dtype=np.int32)
+    out = cuda.device_array((max(m, 1), 6), dtype=np.int64)
     tb = cuda.device_array(max(m, 1) * maxlen * W, dtype=np.uint8)
     _launch(_trace_kernel, m, cuda.to_device(np.asarray(sel_read, dtype=np.int64)),
             cuda.to_device(np.asarray(sel_key, dtype=np.int64)), cuda.to_device(np.asarray(sel_local, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"),
             *_genome_args(genome), genome.size, p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend,
-            maxlen, tb, maxops, ops, lens, out)
-    ops = ops.copy_to_host()[:m * maxops].reshape(m, maxops)
-    lens = lens.copy_to_host()[:m * maxops].reshape(m, maxops)
-    return ops, lens, out.copy_to_host()[:m]
+            maxlen, tb, ops, lens, out)
+    out = out.copy_to_host()[:m]
+    width = max(1, int(out[:, 5].max(initial=0)))
+    ops = ops[:width * m].copy_to_host().reshape(width, m).T
+    lens = lens[:width * m].copy_to_host().reshape(width, m).T
+    return (*core.tidy_cigars(ops, lens, out[:, 5]), out)

@@ -61,78 +61,94 @@ def choose(lengths, name_hash, pair_start, pair_key, ext, incomplete, t, match, 
     So do reads whose candidate search was incomplete (a locus as well supported as the best was
     left out, as in repeats): a better placement may exist unseen. out_key = -1: unmapped.
     """
-    for r in prange(lengths.shape[0]):
-        a = pair_start[r]
-        b = pair_start[r + 1]
-        n = lengths[r]
-        out_key[r] = -1
-        if b == a:
-            continue
-        eff = np.empty(b - a, dtype=np.int64)
-        raw = np.empty(b - a, dtype=np.int64)
-        loc = np.empty(b - a, dtype=np.int64)
-        end = np.empty(b - a, dtype=np.int64)
-        span = np.empty(b - a, dtype=np.int64)
-        for x in range(a, b):
-            g = ext[x, 0]
-            lscore = ext[x, 2]
-            clips = (1 if ext[x, 5] > 0 else 0) + (1 if ext[x, 3] < n else 0)
-            y = x - a
-            if g > NEG // 2 and g >= lscore - clip_penalty * clips:
-                eff[y] = g
-                raw[y] = g
-                loc[y] = 0
-                end[y] = ext[x, 6] + ext[x, 1]
-                span[y] = n
-            else:
-                eff[y] = lscore - clip_penalty * clips
-                raw[y] = lscore
-                loc[y] = 1
-                end[y] = ext[x, 6] + ext[x, 4]
-                span[y] = ext[x, 3] - ext[x, 5]
-        # one locus, one score: drop pairs shadowed by a better (or equal, earlier) pair nearby
-        keep = np.ones(b - a, dtype=np.bool_)
-        for y in range(b - a):
-            sy = pair_key[a + y] >= STRAND_BIT
-            for z in range(b - a):
-                if z == y or (pair_key[a + z] >= STRAND_BIT) != sy or abs(end[z] - end[y]) > t:
-                    continue
-                if eff[z] > eff[y] or (eff[z] == eff[y] and z < y):
-                    keep[y] = False
-                    break
-        best = NEG
-        for y in range(b - a):
-            if keep[y] and eff[y] > best:
-                best = eff[y]
-        if best < min_score:
-            continue
-        nties = 0
-        for y in range(b - a):
-            if keep[y] and eff[y] == best:
-                nties += 1
-        ties = np.empty(nties, dtype=np.int64)
-        c = 0
-        for y in range(b - a):
-            if keep[y] and eff[y] == best:
-                ties[c] = y
-                c += 1
-        # order ties by key so the pick does not depend on candidate order
-        for u in range(1, nties):
-            v = u
-            while v > 0 and pair_key[a + ties[v - 1]] > pair_key[a + ties[v]]:
-                ties[v - 1], ties[v] = ties[v], ties[v - 1]
-                v -= 1
-        chosen = ties[name_hash[r] % nties]
-        second = NEG
-        for y in range(b - a):
-            if keep[y] and y != chosen and eff[y] > second:
-                second = eff[y]
-        out_key[r] = pair_key[a + chosen]
-        out_local[r] = loc[chosen]
-        out_as[r] = raw[chosen]
-        out_xs[r] = second if second >= min_score else -1
-        out_mapq[r] = 0 if incomplete[r] else mapq_of(best, second, nties, raw[chosen], span[chosen],
-                                                       match, mismatch, min_score)
+    n = lengths.shape[0]
+    widest = 1
+    for r in range(n):
+        widest = max(widest, pair_start[r + 1] - pair_start[r])
+    nchunks = min(n, 1024)
+    for c in prange(nchunks):   # scratch allocated once per chunk of reads, not per read
+        eff = np.empty(widest, dtype=np.int64)
+        raw = np.empty(widest, dtype=np.int64)
+        loc = np.empty(widest, dtype=np.int64)
+        end = np.empty(widest, dtype=np.int64)
+        span = np.empty(widest, dtype=np.int64)
+        keep = np.empty(widest, dtype=np.bool_)
+        ties = np.empty(widest, dtype=np.int64)
+        for r in range(c * n // nchunks, (c + 1) * n // nchunks):
+            choose_one(r, lengths, name_hash, pair_start, pair_key, ext, incomplete, t, match, mismatch,
+                       clip_penalty, min_score, out_key, out_local, out_as, out_xs, out_mapq,
+                       eff, raw, loc, end, span, keep, ties)
+
+
+@njit(cache=True)
+def choose_one(r, lengths, name_hash, pair_start, pair_key, ext, incomplete, t, match, mismatch, clip_penalty,
+               min_score, out_key, out_local, out_as, out_xs, out_mapq, eff, raw, loc, end, span, keep, ties):
+    """choose() for read r, with scratch arrays at least as long as its candidate list."""
+    a = pair_start[r]
+    b = pair_start[r + 1]
+    n = lengths[r]
+    out_key[r] = -1
+    if b == a:
+        return
+    for x in range(a, b):
+        g = ext[x, 0]
+        lscore = ext[x, 2]
+        clips = (1 if ext[x, 5] > 0 else 0) + (1 if ext[x, 3] < n else 0)
+        y = x - a
+        if g > NEG // 2 and g >= lscore - clip_penalty * clips:
+            eff[y] = g
+            raw[y] = g
+            loc[y] = 0
+            end[y] = ext[x, 6] + ext[x, 1]
+            span[y] = n
+        else:
+            eff[y] = lscore - clip_penalty * clips
+            raw[y] = lscore
+            loc[y] = 1
+            end[y] = ext[x, 6] + ext[x, 4]
+            span[y] = ext[x, 3] - ext[x, 5]
+    # one locus, one score: drop pairs shadowed by a better (or equal, earlier) pair nearby
+    keep[:b - a] = True
+    for y in range(b - a):
+        sy = pair_key[a + y] >= STRAND_BIT
+        for z in range(b - a):
+            if z == y or (pair_key[a + z] >= STRAND_BIT) != sy or abs(end[z] - end[y]) > t:
+                continue
+            if eff[z] > eff[y] or (eff[z] == eff[y] and z < y):
+                keep[y] = False
+                break
+    best = NEG
+    for y in range(b - a):
+        if keep[y] and eff[y] > best:
+            best = eff[y]
+    if best < min_score:
+        return
+    nties = 0
+    for y in range(b - a):
+        if keep[y] and eff[y] == best:
+            nties += 1
+    c = 0
+    for y in range(b - a):
+        if keep[y] and eff[y] == best:
+            ties[c] = y
+            c += 1
+    # order ties by key so the pick does not depend on candidate order
+    for u in range(1, nties):
+        v = u
+        while v > 0 and pair_key[a + ties[v - 1]] > pair_key[a + ties[v]]:
+            ties[v - 1], ties[v] = ties[v], ties[v - 1]
+            v -= 1
+    chosen = ties[name_hash[r] % nties]
+    second = NEG
+    for y in range(b - a):
+        if keep[y] and y != chosen and eff[y] > second:
+            second = eff[y]
+    out_key[r] = pair_key[a + chosen]
+    out_local[r] = loc[chosen]
+    out_as[r] = raw[chosen]
+    out_xs[r] = second if second >= min_score else -1
+    out_mapq[r] = 0 if incomplete[r] else mapq_of(best, second, nties, raw[chosen], span[chosen],
+                                                   match, mismatch, min_score)
 
 
 @njit(cache=True)

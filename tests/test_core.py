@@ -70,10 +70,12 @@ def test_traceback_cigar_scores_what_the_dp_scored(local):
         if res[0] <= core.NEG // 2 or (local and res[0] == 0):
             continue
         maxops = 2 * len(q) + 2
-        ops = np.zeros(maxops, dtype=np.uint8)
-        lens = np.zeros(maxops, dtype=np.int32)
+        ops = np.zeros(3 * maxops, dtype=np.uint8)   # every third slot from 1, as a GPU column would be
+        lens = np.zeros(3 * maxops, dtype=np.int32)
         out = np.zeros(4, dtype=np.int64)
-        core.traceback(tb, 0, t, c0, res[1], res[2], ops, lens, 0, out)
+        core.traceback(tb, 0, t, c0, res[1], res[2], ops, lens, 1, 3, out)
+        assert not ops[0::3].any() and not ops[2::3].any()
+        ops, lens = ops[1::3], lens[1::3]
         cigar = list(zip(ops[:out[0]].tolist(), lens[:out[0]].tolist()))
         refcodes = [int(CODE[ord(ch)]) for ch in ref]
         score, qe, re_ = naive.cigar_score(q, refcodes, int(out[1]), int(out[2]), cigar, **SCORING)
