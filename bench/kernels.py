@@ -72,7 +72,7 @@ OPS = {
     "nw_affine_tb": 16,     # NW + 3 compares/ors building the traceback byte + its store
     "nw_linear": 7,         # diagonal: compare, select, add; up, left: sub; 2 max
     "seed_base": 2,         # rolling k-mer code: shift-or per base, both strands
-    "seed_hit": 4,          # per hit and sort level (heapsort compare/swap), plus clustering
+    "seed_hit": 4,          # per hit and sort level (merge-sort pass), plus clustering
 }
 
 
@@ -620,7 +620,7 @@ def bench_seeding(clock, res, reads, d_codes, index, p, sel):
     keys = cuda.device_array(m * p.max_candidates, dtype=np.int64)
     votes = cuda.device_array(m * p.max_candidates, dtype=np.int64)
     dropped = cuda.device_array(m, dtype=np.int64)
-    hits = cuda.device_array(m * p.max_hits, dtype=np.int64)
+    hits = cuda.device_array(m * 2 * p.max_hits, dtype=np.int64)   # hits + merge scratch, as cuda.py
     run = launch(gcuda._candidate_kernel, m, d_sel, *d_codes, index.k, cuda.to_device(index.offsets),
                  cuda.to_device(index.positions), index.max_occ, p.max_indels, hits, p.max_hits,
                  p.max_candidates, ncand, keys, votes, dropped)
@@ -634,7 +634,7 @@ def bench_seeding(clock, res, reads, d_codes, index, p, sel):
                    bytes_=m * (per_read + 16 * mean_nh),
                    ops=m * (2 * READ_LEN * OPS["seed_base"] + sort_work * OPS["seed_hit"]),
                    h2d=h2d, d2h=d2h, warmup_s=warm, **resources(gcuda._candidate_kernel),
-                   seed_hits_per_read=mean_nh, hits_scratch_bytes=int(m * p.max_hits * 8),
+                   seed_hits_per_read=mean_nh, hits_scratch_bytes=int(m * 2 * p.max_hits * 8),
                    mean_candidates=float(h_ncand.mean()))
 
 
@@ -678,7 +678,7 @@ def bench_trace(clock, res, pairs, d_codes, dg, genome, t):
     lens = cuda.device_array(P * maxops, dtype=np.int32)
     out = cuda.device_array((P, 6), dtype=np.int64)
     run = launch(gcuda._trace_kernel, P, d_read, d_key, d_local, *d_codes, *dg, genome.size, t, p.match,
-                 p.mismatch, p.gap_open, p.gap_extend, READ_LEN, tb, maxops, ops, lens, out)
+                 p.mismatch, p.gap_open, p.gap_extend, READ_LEN, tb, ops, lens, out)
     ms, warm = clock.kernel(run)
     (h_out,), d2h = download(clock, [out])
     cells = P * READ_LEN * W
