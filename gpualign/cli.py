@@ -114,6 +114,9 @@ def main(argv=None) -> int:
         return 1
     except BrokenPipeError:
         return 1
+    except KeyboardInterrupt:   # outputs are written atomically: nothing half-written is left
+        print("gpualign: interrupted", file=sys.stderr)
+        return 130
 
 
 def entry_point():
