@@ -10,6 +10,7 @@ from .jitcache import use_versioned_cache
 use_versioned_cache()  # before any @njit / @cuda.jit below
 
 import contextlib
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass
@@ -214,6 +215,8 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTi
     need = np.flatnonzero(counts < 2)
     with times("seeding"):
         ncand, ckeys, cvotes, dropped = backend.candidate_stage(batch, need, index, p)
+        ncand, ckeys, cvotes, dropped = reseed_incomplete(batch, need, counts, index, p, backend,
+                                                          ncand, ckeys, cvotes, dropped)
     with times("choice"):
         pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys)
         incomplete = search_incomplete(n, need, cvotes, dropped, counts)
@@ -232,6 +235,31 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTi
     with times("traceback"):
         ops, lens, trace = backend.traceback_stage(batch, genome, mapped, key[mapped], local[mapped], p)
     return BatchResult(key, local, score, sub, mapq, ops, lens, trace, mapped)
+
+
+# Reads whose candidate search was cut short (as in high-copy repeats) are seeded again with this
+# many times the hit budget and candidates: their true locus is often among the clusters left out.
+RESEED_HITS, RESEED_CANDIDATES = 8, 4
+RESEED_CHUNK = 8192   # reads re-seeded per call, so the wider hit scratch stays bounded
+
+
+def reseed_incomplete(batch, need, counts, index, p, backend, ncand, ckeys, cvotes, dropped):
+    """Candidates of `need` with the incomplete searches redone at a wider budget (per read, so
+    neither batch size nor backend changes the outcome); arrays widened to the new candidate count."""
+    redo = np.flatnonzero(search_incomplete(len(counts), need, cvotes, dropped, counts)[need])
+    if not len(redo):
+        return ncand, ckeys, cvotes, dropped
+    wide = dataclasses.replace(p, max_hits=p.max_hits * RESEED_HITS,
+                               max_candidates=p.max_candidates * RESEED_CANDIDATES)
+    keys = np.full((len(need), wide.max_candidates), -1, dtype=np.int64)
+    votes = np.zeros((len(need), wide.max_candidates), dtype=np.int64)
+    keys[:, :ckeys.shape[1]] = ckeys
+    votes[:, :cvotes.shape[1]] = cvotes
+    ncand, dropped = ncand.copy(), dropped.copy()
+    for start in range(0, len(redo), RESEED_CHUNK):
+        part = redo[start:start + RESEED_CHUNK]
+        ncand[part], keys[part], votes[part], dropped[part] = backend.candidate_stage(batch, need[part], index, wide)
+    return ncand, keys, votes, dropped
 
 
 # Candidates with under a quarter of the best candidate's seed votes are not extended: a locus

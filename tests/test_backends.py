@@ -9,7 +9,7 @@ import pytest
 
 from gpualign import core, cpu, cuda, cuda_config
 from gpualign.index import build_index
-from gpualign.mapper import map_batch
+from gpualign.mapper import RESEED_CANDIDATES, RESEED_HITS, map_batch, reseed_incomplete, search_incomplete
 from gpualign.params import MapParams
 from gpualign.reads import encode_reads, subset
 
@@ -123,11 +123,13 @@ def test_candidate_stage_matches_naive_voting(backend, world):
         assert dropped[r] == want_dropped
 
 
-def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world):
+@pytest.mark.parametrize("budget", [dict(max_candidates=4, max_hits=256), dict(max_candidates=1, max_hits=12)])
+def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world, budget):
+    """Also with budgets so small that searches are incomplete and reads are re-seeded."""
     rng, genome, seqs, index = world
     batch, _ = simulate_reads(rng, seqs, 14, length=45, n_rate=0.01)
     monkeypatch.setattr(cuda_config, "THREADS_PER_BLOCK", 8)
-    p = MapParams(max_indels=3, max_candidates=4, max_hits=256, min_score=15)  # short noisy reads
+    p = MapParams(max_indels=3, min_score=15, **budget)  # short noisy reads
     results = [map_batch(batch, genome, index, p, cpu), map_batch(batch, genome, index, p, cuda)]
     halves = [map_batch(subset(batch, a, b), genome, index, p, cpu) for a, b in ((0, 5), (5, len(batch)))]
     a, b = results
@@ -136,3 +138,21 @@ def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world):
     for f in ("key", "score", "sub", "mapq"):
         assert np.array_equal(getattr(a, f), np.concatenate([getattr(h, f) for h in halves])), f
     assert len(a.mapped) >= len(batch) // 2   # not a vacuous comparison
+
+
+def test_incomplete_searches_are_redone_with_a_wider_budget(world):
+    rng, genome, seqs, index = world
+    batch, _ = simulate_reads(rng, seqs, 30, length=60, sub=0.02)
+    p = MapParams(max_indels=3, max_candidates=1, max_hits=12)
+    counts, _ = cpu.exact_stage(batch, genome, index, p)
+    need = np.flatnonzero(counts < 2)
+    first = cpu.candidate_stage(batch, need, index, p)
+    redo = np.flatnonzero(search_incomplete(len(batch), need, first[2], first[3], counts)[need])
+    assert len(redo) > 0   # the tight budget leaves some searches incomplete
+    ncand, keys, votes, dropped = reseed_incomplete(batch, need, counts, index, p, cpu, *first)
+    wide = MapParams(max_indels=3, max_candidates=1 * RESEED_CANDIDATES, max_hits=12 * RESEED_HITS)
+    want = cpu.candidate_stage(batch, need[redo], index, wide)
+    assert np.array_equal(ncand[redo], want[0]) and np.array_equal(keys[redo], want[1])
+    assert np.array_equal(votes[redo], want[2]) and np.array_equal(dropped[redo], want[3])
+    kept = np.setdiff1d(np.arange(len(need)), redo)
+    assert np.array_equal(ncand[kept], first[0][kept]) and np.array_equal(keys[kept, :1], first[1][kept])
