@@ -142,7 +142,17 @@ def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world, 
 
 def test_incomplete_searches_are_redone_with_a_wider_budget(world):
     rng, genome, seqs, index = world
-    batch, _ = simulate_reads(rng, seqs, 30, length=60, sub=0.02)
+    _, (names, reads, quals) = simulate_reads(rng, seqs, 20, length=60, sub=0.02)
+    # reads from the repeat (seqs[0][:120] is copied at 240) with one substitution: two loci, no
+    # exact hit, so one kept candidate leaves an equally supported one out
+    for o in range(0, 61, 6):
+        piece = seqs[0][o:o + 60]
+        if "N" in piece + seqs[0][240 + o:300 + o]:
+            continue
+        reads.append((piece[:30] + "ACGT"[("ACGT".index(piece[30]) + 1) % 4] + piece[31:]).encode())
+        names.append(f"rep{o}".encode())
+        quals.append(b"I" * 60)
+    batch = encode_reads(names, reads, quals, 8)
     p = MapParams(max_indels=3, max_candidates=1, max_hits=12)
     counts, _ = cpu.exact_stage(batch, genome, index, p)
     need = np.flatnonzero(counts < 2)
