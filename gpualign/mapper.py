@@ -238,8 +238,9 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTi
 
 
 # Reads whose candidate search was cut short (as in high-copy repeats) are seeded again with this
-# many times the hit budget and candidates: their true locus is often among the clusters left out.
-RESEED_HITS, RESEED_CANDIDATES = 8, 4
+# many times the hit budget, the candidates and the index's max_occ (seeds in bins up to that size
+# count too): their true locus is often among the clusters left out.
+RESEED_HITS, RESEED_CANDIDATES, RESEED_OCC = 8, 4, 8
 RESEED_CHUNK = 8192   # reads re-seeded per call, so the wider hit scratch stays bounded
 
 
@@ -251,6 +252,7 @@ def reseed_incomplete(batch, need, counts, index, p, backend, ncand, ckeys, cvot
         return ncand, ckeys, cvotes, dropped
     wide = dataclasses.replace(p, max_hits=p.max_hits * RESEED_HITS,
                                max_candidates=p.max_candidates * RESEED_CANDIDATES)
+    deep = dataclasses.replace(index, max_occ=index.max_occ * RESEED_OCC)   # same arrays, higher cap
     keys = np.full((len(need), wide.max_candidates), -1, dtype=np.int64)
     votes = np.zeros((len(need), wide.max_candidates), dtype=np.int64)
     keys[:, :ckeys.shape[1]] = ckeys
@@ -258,7 +260,7 @@ def reseed_incomplete(batch, need, counts, index, p, backend, ncand, ckeys, cvot
     ncand, dropped = ncand.copy(), dropped.copy()
     for start in range(0, len(redo), RESEED_CHUNK):
         part = redo[start:start + RESEED_CHUNK]
-        ncand[part], keys[part], votes[part], dropped[part] = backend.candidate_stage(batch, need[part], index, wide)
+        ncand[part], keys[part], votes[part], dropped[part] = backend.candidate_stage(batch, need[part], deep, wide)
     return ncand, keys, votes, dropped
 
 

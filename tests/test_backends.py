@@ -4,12 +4,14 @@ The CUDA backend runs in numba's simulator here (conftest.py); run with NUMBA_EN
 a GPU machine to check the compiled kernels with these same tests.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from gpualign import core, cpu, cuda, cuda_config
 from gpualign.index import build_index
-from gpualign.mapper import RESEED_CANDIDATES, RESEED_HITS, map_batch, reseed_incomplete, search_incomplete
+from gpualign.mapper import RESEED_CANDIDATES, RESEED_HITS, RESEED_OCC, map_batch, reseed_incomplete, search_incomplete
 from gpualign.params import MapParams
 from gpualign.reads import encode_reads, subset
 
@@ -161,7 +163,8 @@ def test_incomplete_searches_are_redone_with_a_wider_budget(world):
     assert len(redo) > 0   # the tight budget leaves some searches incomplete
     ncand, keys, votes, dropped = reseed_incomplete(batch, need, counts, index, p, cpu, *first)
     wide = MapParams(max_indels=3, max_candidates=1 * RESEED_CANDIDATES, max_hits=12 * RESEED_HITS)
-    want = cpu.candidate_stage(batch, need[redo], index, wide)
+    deep = dataclasses.replace(index, max_occ=index.max_occ * RESEED_OCC)
+    want = cpu.candidate_stage(batch, need[redo], deep, wide)
     assert np.array_equal(ncand[redo], want[0]) and np.array_equal(keys[redo], want[1])
     assert np.array_equal(votes[redo], want[2]) and np.array_equal(dropped[redo], want[3])
     kept = np.setdiff1d(np.arange(len(need)), redo)
