@@ -293,7 +293,11 @@ class BamWriter:
         self.jobs = collections.deque()
         self.pending = np.zeros(0, dtype=np.uint8)
         self.fh = open(path, "wb")
-        self.write(np.frombuffer(header_bytes(header), dtype=np.uint8))
+        self.block_starts = []     # compressed offset of each block: virtual offsets for an index
+        self.compressed = 0
+        header = np.frombuffer(header_bytes(header), dtype=np.uint8)
+        self.header_size = len(header)
+        self.write(header)
 
     def write(self, data: np.ndarray):
         """Queue bytes (a uint8 array) for compression; whole blocks go now, the rest waits."""
@@ -309,12 +313,19 @@ class BamWriter:
     def _drain(self, keep: int):
         """Write finished blocks in order; wait while more than `keep` are outstanding."""
         while self.jobs and (len(self.jobs) > keep or self.jobs[0].done()):
-            self.fh.write(self.jobs.popleft().result())
+            blocks = self.jobs.popleft().result()
+            self.fh.write(blocks)
+            i = 0
+            while i < len(blocks):   # BSIZE (block size - 1) sits at bytes 16-17 of a block
+                self.block_starts.append(self.compressed + i)
+                i += int.from_bytes(blocks[i + 16:i + 18], "little") + 1
+            self.compressed += len(blocks)
 
     def close(self):
         if len(self.pending):
             self.jobs.append(self.pool.submit(bgzf_block, self.pending, self.level))
         self._drain(keep=0)
+        self.block_starts.append(self.compressed)   # where a record ending the stream points
         self.fh.write(BGZF_EOF)
         self.fh.close()
         self.pool.shutdown()

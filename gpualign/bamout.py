@@ -17,11 +17,11 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import pysam
 from numba import njit
 
+from . import bamio
+from .bai import build_bai, record_fields, virtual_offsets
 from .bamio import BamWriter
-from .errors import InputError
 from .jitcache import use_versioned_cache
 
 use_versioned_cache()  # before any @njit below
@@ -140,10 +140,10 @@ class SortedBam(RecordSink):
                 self.finish()
                 self.run.close()
             with self.times("sorted BAM: merge and compress"):
-                self.write_sorted()
+                fields, writer = self.write_sorted()
             if self.index_path:
                 with self.times("sorted BAM: index"):
-                    index_bam(self.path, self.index_path, self.threads)
+                    self.write_index(fields, writer)
         finally:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
 
@@ -158,19 +158,30 @@ class SortedBam(RecordSink):
         src = (np.memmap(self.run.name, dtype=np.uint8, mode="r") if self.written
                else np.zeros(0, dtype=np.uint8))
         parts = (order[i:i + GATHER_RECORDS] for i in range(0, len(order), GATHER_RECORDS))
+        fields = []
+
+        def gather_part(part):
+            records = gather(src, starts, ends, part)
+            return records, (record_fields(records) if self.index_path else None)
+
         with BamWriter(self.path, self.header, self.level, self.threads) as out, \
                 ThreadPoolExecutor(max_workers=GATHER_THREADS) as pool:
-            for records in ordered_map(pool, lambda part: gather(src, starts, ends, part), parts, GATHER_THREADS):
+            for records, part_fields in ordered_map(pool, gather_part, parts, GATHER_THREADS):
                 out.write(records)
+                fields.append(part_fields)
+        return fields, out
+
+    def write_index(self, fields, writer):
+        """The .bai from the records' fields and where the writer's blocks landed."""
+        size, tid, pos, end, bins, flag = (np.concatenate([f[i] for f in fields]) if fields
+                                           else np.zeros(0, dtype=np.int64) for i in range(6))
+        stream_end = writer.header_size + np.cumsum(size)
+        vstart = virtual_offsets(stream_end - size, np.asarray(writer.block_starts), bamio.BGZF_INPUT)
+        vend = virtual_offsets(stream_end, np.asarray(writer.block_starts), bamio.BGZF_INPUT)
+        with open(self.index_path, "wb") as fh:
+            fh.write(build_bai(len(self.header.references), tid, pos, end, bins, flag, vstart, vend))
 
     def abort(self):
         super().abort()
         self.run.close()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
-
-
-def index_bam(path: str, index_path: str, threads: int):
-    try:
-        pysam.index("-@", str(max(0, threads - 1)), "-b", path, index_path)
-    except pysam.SamtoolsError as err:
-        raise InputError(f"indexing {path} failed: {' '.join(str(err).split())[:300]}") from None

@@ -2,11 +2,15 @@
 
 import gzip
 import os
+import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pysam
 import pytest
+
+from gpualign import bamio
 
 from gpualign.cli import main
 
@@ -86,11 +90,27 @@ def test_bad_reads_leave_no_output(prefix, tmp_path):
     assert not out.exists() and os.listdir(tmp_path) == ["bad.fq"]
 
 
-def test_map_writes_a_sorted_indexed_bam_equal_to_samtools_sort(prefix, tmp_path):
-    """The BAM gpualign sorts itself holds the records, in the order, that samtools sort gives."""
+@pytest.mark.parametrize("block", [bamio.BGZF_INPUT, 997])
+def test_map_writes_a_sorted_indexed_bam_equal_to_samtools_sort(prefix, tmp_path, monkeypatch, block):
+    """The BAM gpualign sorts itself holds the records, in the order, that samtools sort gives;
+    its own .bai answers region queries and idxstats as samtools index's does (also with small
+    BGZF blocks, so records straddle blocks)."""
+    monkeypatch.setattr(bamio, "BGZF_INPUT", block)
     out, unsorted = str(tmp_path / "s.bam"), str(tmp_path / "u.bam")
     common = [prefix, DEMO_FQ, "-t", "2", "--backend", "cpu", "--batch-size", "300"]
     assert main(["map", *common, "-o", out, "-l", "6"]) == 0
+    shutil.copy(out, tmp_path / "copy.bam")
+    pysam.index(str(tmp_path / "copy.bam"))
+    assert pysam.idxstats(out) == pysam.idxstats(str(tmp_path / "copy.bam"))
+    rng = np.random.default_rng()
+    with pysam.AlignmentFile(out) as ours, pysam.AlignmentFile(str(tmp_path / "copy.bam")) as theirs:
+        for _ in range(300):
+            s = int(rng.integers(0, ours.lengths[0]))
+            e = min(ours.lengths[0], s + int(rng.choice([1, 100, 3000, 40000])))
+            assert ([r.query_name for r in ours.fetch(ours.references[0], s, e)]
+                    == [r.query_name for r in theirs.fetch(theirs.references[0], s, e)])
+    os.remove(tmp_path / "copy.bam")
+    os.remove(tmp_path / "copy.bam.bai")
     assert main(["map", *common, "-o", unsorted, "--unsorted"]) == 0
     assert not os.path.exists(unsorted + ".bai")
     pysam.sort("-o", str(tmp_path / "ref.bam"), unsorted)

@@ -1,0 +1,120 @@
+"""The .bai index of a coordinate-sorted BAM, built from the records as they are written (SAM
+specification section 5.2), so no second pass re-reads and decompresses the BAM.
+
+Per reference: each bin's chunks of virtual offsets (contiguous records of a bin merged into one
+chunk), the linear index (per 16 kbp window, the virtual offset of the first record overlapping
+it; empty windows take the previous value), and the pseudo-bin 37450 with the reference's first
+and last offsets and its mapped/unmapped counts. A virtual offset is the compressed offset of a
+record's BGZF block shifted left 16 bits, plus the record's offset inside the block.
+"""
+
+import struct
+
+import numpy as np
+from numba import njit
+
+from .jitcache import use_versioned_cache
+
+use_versioned_cache()  # before any @njit below
+
+PSEUDO_BIN = 37450
+LINEAR_SHIFT = 14            # 16 kbp windows
+
+
+@njit(cache=True, nogil=True)
+def record_fields(buf):
+    """Per record of a buffer of whole BAM records: (size, refID, pos, end, bin, flag)."""
+    n = 0
+    o = 0
+    while o < buf.shape[0]:
+        o += 4 + (buf[o] | (buf[o + 1] << 8) | (buf[o + 2] << 16) | (np.int64(buf[o + 3]) << 24))
+        n += 1
+    size = np.empty(n, dtype=np.int64)
+    tid = np.empty(n, dtype=np.int32)
+    pos = np.empty(n, dtype=np.int64)
+    end = np.empty(n, dtype=np.int64)
+    bins = np.empty(n, dtype=np.int32)
+    flag = np.empty(n, dtype=np.int32)
+    o = 0
+    for r in range(n):
+        bs = buf[o] | (buf[o + 1] << 8) | (buf[o + 2] << 16) | (np.int64(buf[o + 3]) << 24)
+        size[r] = 4 + bs
+        t = np.int64(buf[o + 4]) | (np.int64(buf[o + 5]) << 8) | (np.int64(buf[o + 6]) << 16) | (np.int64(buf[o + 7]) << 24)
+        tid[r] = t - (1 << 32) if t >= (1 << 31) else t
+        p = np.int64(buf[o + 8]) | (np.int64(buf[o + 9]) << 8) | (np.int64(buf[o + 10]) << 16) | (np.int64(buf[o + 11]) << 24)
+        pos[r] = p - (1 << 32) if p >= (1 << 31) else p
+        l_name = buf[o + 12]
+        bins[r] = buf[o + 14] | (buf[o + 15] << 8)
+        n_cigar = buf[o + 16] | (buf[o + 17] << 8)
+        flag[r] = buf[o + 18] | (buf[o + 19] << 8)
+        span = 0
+        c = o + 36 + l_name
+        for x in range(n_cigar):
+            v = np.int64(buf[c]) | (np.int64(buf[c + 1]) << 8) | (np.int64(buf[c + 2]) << 16) | (np.int64(buf[c + 3]) << 24)
+            op = v & 15
+            if op == 0 or op == 2 or op == 3 or op == 7 or op == 8:   # M D N = X consume the reference
+                span += v >> 4
+            c += 4
+        end[r] = pos[r] + (span if span > 0 else 1)
+        o += 4 + bs
+    return size, tid, pos, end, bins, flag
+
+
+def virtual_offsets(stream_offsets: np.ndarray, block_starts: np.ndarray, block_input: int) -> np.ndarray:
+    """Virtual offsets of positions in the uncompressed stream cut into blocks of block_input bytes."""
+    block = stream_offsets // block_input
+    return (block_starts[block].astype(np.uint64) << np.uint64(16)) | (stream_offsets % block_input).astype(np.uint64)
+
+
+def build_bai(n_ref: int, tid, pos, end, bins, flag, vstart, vend) -> bytes:
+    """The .bai bytes for records in coordinate order with their start and end virtual offsets."""
+    out = [b"BAI\x01", struct.pack("<i", n_ref)]
+    placed = tid >= 0
+    bounds = np.searchsorted(tid[placed], np.arange(n_ref + 1))
+    idx = np.flatnonzero(placed)
+    for ref in range(n_ref):
+        rows = idx[bounds[ref]:bounds[ref + 1]]
+        out.append(reference_index(pos[rows], end[rows], bins[rows], flag[rows], vstart[rows], vend[rows]))
+    out.append(struct.pack("<Q", int(np.count_nonzero(~placed))))
+    return b"".join(out)
+
+
+def reference_index(pos, end, bins, flag, vstart, vend) -> bytes:
+    if len(pos) == 0:
+        return struct.pack("<ii", 0, 0)
+    order = np.argsort(bins, kind="stable")                 # by bin, then coordinate order
+    b, s, e = bins[order], vstart[order], vend[order]
+    # a new chunk where the bin changes or the records of a bin are not contiguous in the file
+    new = np.ones(len(b), dtype=bool)
+    new[1:] = (b[1:] != b[:-1]) | (s[1:] != e[:-1])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(b)) - 1
+    chunk_bin, chunk_beg, chunk_end = b[first], s[first], e[last]
+    bin_ids, bin_first = np.unique(chunk_bin, return_index=True)
+    bin_last = np.append(bin_first[1:], len(chunk_bin))
+    parts = [struct.pack("<i", len(bin_ids) + 1)]
+    for bid, a, z in zip(bin_ids, bin_first, bin_last):
+        parts.append(struct.pack("<Ii", int(bid), int(z - a)))
+        parts.append(np.column_stack((chunk_beg[a:z], chunk_end[a:z])).astype("<u8").tobytes())
+    unmapped = int(np.count_nonzero(flag & 4))
+    parts.append(struct.pack("<IiQQQQ", PSEUDO_BIN, 2, int(vstart[0]), int(vend[-1]),
+                             len(pos) - unmapped, unmapped))
+    parts.append(linear_index(pos, end, vstart))
+    return b"".join(parts)
+
+
+def linear_index(pos, end, vstart) -> bytes:
+    """Per 16 kbp window, the smallest start offset of a record overlapping it; empty windows
+    take the previous window's value (records are in coordinate order, so offsets ascend)."""
+    w0 = pos >> LINEAR_SHIFT
+    w1 = (np.maximum(end, pos + 1) - 1) >> LINEAR_SHIFT
+    n = int(w1.max()) + 1
+    offsets = np.full(n, np.iinfo(np.uint64).max, dtype=np.uint64)
+    span = w1 - w0 + 1
+    windows = np.repeat(w0, span) + (np.arange(span.sum()) - np.repeat(np.cumsum(span) - span, span))
+    np.minimum.at(offsets, windows, np.repeat(vstart, span))
+    unset = offsets == np.iinfo(np.uint64).max
+    offsets[unset] = 0
+    filled = np.maximum.accumulate(np.where(unset, 0, offsets))   # previous value for empty windows
+    offsets = np.where(unset, filled, offsets)
+    return struct.pack("<i", n) + offsets.astype("<u8").tobytes()
