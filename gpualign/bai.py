@@ -22,42 +22,39 @@ LINEAR_SHIFT = 14            # 16 kbp windows
 
 
 @njit(cache=True, nogil=True)
+def le32(buf, o, signed):
+    """The little-endian 32-bit integer at buf[o]."""
+    v = np.int64(buf[o]) | (np.int64(buf[o + 1]) << 8) | (np.int64(buf[o + 2]) << 16) | (np.int64(buf[o + 3]) << 24)
+    return v - (1 << 32) if signed and v >= (1 << 31) else v
+
+
+@njit(cache=True, nogil=True)
 def record_fields(buf):
     """Per record of a buffer of whole BAM records: (size, refID, pos, end, bin, flag)."""
     n = 0
     o = 0
     while o < buf.shape[0]:
-        o += 4 + (buf[o] | (buf[o + 1] << 8) | (buf[o + 2] << 16) | (np.int64(buf[o + 3]) << 24))
+        o += 4 + le32(buf, o, False)
         n += 1
-    size = np.empty(n, dtype=np.int64)
-    tid = np.empty(n, dtype=np.int32)
-    pos = np.empty(n, dtype=np.int64)
-    end = np.empty(n, dtype=np.int64)
-    bins = np.empty(n, dtype=np.int32)
-    flag = np.empty(n, dtype=np.int32)
+    fields = np.empty((6, n), dtype=np.int64)   # size, refID, pos, end, bin, flag
     o = 0
     for r in range(n):
-        bs = buf[o] | (buf[o + 1] << 8) | (buf[o + 2] << 16) | (np.int64(buf[o + 3]) << 24)
-        size[r] = 4 + bs
-        t = np.int64(buf[o + 4]) | (np.int64(buf[o + 5]) << 8) | (np.int64(buf[o + 6]) << 16) | (np.int64(buf[o + 7]) << 24)
-        tid[r] = t - (1 << 32) if t >= (1 << 31) else t
-        p = np.int64(buf[o + 8]) | (np.int64(buf[o + 9]) << 8) | (np.int64(buf[o + 10]) << 16) | (np.int64(buf[o + 11]) << 24)
-        pos[r] = p - (1 << 32) if p >= (1 << 31) else p
+        fields[0, r] = 4 + le32(buf, o, False)
+        fields[1, r] = le32(buf, o + 4, True)
+        fields[2, r] = le32(buf, o + 8, True)
         l_name = buf[o + 12]
-        bins[r] = buf[o + 14] | (buf[o + 15] << 8)
+        fields[4, r] = buf[o + 14] | (buf[o + 15] << 8)
         n_cigar = buf[o + 16] | (buf[o + 17] << 8)
-        flag[r] = buf[o + 18] | (buf[o + 19] << 8)
+        fields[5, r] = buf[o + 18] | (buf[o + 19] << 8)
         span = 0
-        c = o + 36 + l_name
         for x in range(n_cigar):
-            v = np.int64(buf[c]) | (np.int64(buf[c + 1]) << 8) | (np.int64(buf[c + 2]) << 16) | (np.int64(buf[c + 3]) << 24)
+            v = le32(buf, o + 36 + l_name + 4 * x, False)
             op = v & 15
             if op == 0 or op == 2 or op == 3 or op == 7 or op == 8:   # M D N = X consume the reference
                 span += v >> 4
-            c += 4
-        end[r] = pos[r] + (span if span > 0 else 1)
-        o += 4 + bs
-    return size, tid, pos, end, bins, flag
+        fields[3, r] = fields[2, r] + (span if span > 0 else 1)
+        o += fields[0, r]
+    return fields
 
 
 def virtual_offsets(stream_offsets: np.ndarray, block_starts: np.ndarray, block_input: int) -> np.ndarray:

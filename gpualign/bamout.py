@@ -173,8 +173,8 @@ class SortedBam(RecordSink):
 
     def write_index(self, fields, writer):
         """The .bai from the records' fields and where the writer's blocks landed."""
-        size, tid, pos, end, bins, flag = (np.concatenate([f[i] for f in fields]) if fields
-                                           else np.zeros(0, dtype=np.int64) for i in range(6))
+        size, tid, pos, end, bins, flag = (np.concatenate(fields, axis=1) if fields
+                                           else np.zeros((6, 0), dtype=np.int64))
         stream_end = writer.header_size + np.cumsum(size)
         vstart = virtual_offsets(stream_end - size, np.asarray(writer.block_starts), bamio.BGZF_INPUT)
         vend = virtual_offsets(stream_end, np.asarray(writer.block_starts), bamio.BGZF_INPUT)
