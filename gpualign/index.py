@@ -11,10 +11,14 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from .atomic import atomic_path
 from .errors import InputError
 from .genome import Genome
+from .jitcache import use_versioned_cache
+
+use_versioned_cache()  # before any @njit below
 
 MAX_K = 14  # 4**14 bins of uint32 is 1 GiB; more is not an index for short reads
 
@@ -31,48 +35,58 @@ class KmerIndex:
         return int(np.count_nonzero(np.diff(self.offsets) > self.max_occ))
 
 
-def kmer_codes(codes: np.ndarray, k: int):
-    """Code of the k-mer starting at each position, and whether it is free of N."""
-    n = len(codes) - k + 1
-    if n <= 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-    km = np.zeros(n, dtype=np.int64)
-    clean = np.ones(n, dtype=bool)
-    for x in range(k):
-        c = codes[x:x + n]
-        km = km * 4 + (c & 3)
-        clean &= c < 4
-    return km, clean
+@njit(cache=True, nogil=True)
+def kmers_in(g_packed, g_nmask, cstart, first, last, k, counts, fill, positions, count_only):
+    """The k-mers starting at contig offsets [first, last) (each inside the contig): counted into
+    counts[code + 1], or, with count_only False, their genome positions put at fill[code]++.
+
+    A rolling code over the 2-bit genome; a run of fewer than k N-free bases makes no k-mer.
+    """
+    mask = (1 << (2 * k)) - 1
+    km = 0
+    valid = 0
+    for i in range(first, last + k - 1):
+        g = cstart + i   # unpacked here, not through core.base_at: the index must not rest on kernel code
+        if (g_nmask[g >> 5] >> (g & 31)) & 1:
+            valid = 0
+            continue
+        c = (g_packed[g >> 4] >> ((g & 15) * 2)) & 3
+        km = ((km << 2) | c) & mask
+        valid += 1
+        if valid >= k:
+            p = i - k + 1
+            if count_only:
+                counts[km + 1] += 1
+            else:
+                positions[fill[km]] = cstart + p
+                fill[km] += 1
 
 
 def build_index(genome: Genome, k: int = 8, max_occ: int = 500, chunk: int = 1 << 24, progress=None) -> KmerIndex:
+    """Counting sort of all k-mer positions: one pass counts, a second fills in genome order (so
+    each bin is ascending). `chunk` k-mer starts are done between progress checks."""
     if not 4 <= k <= MAX_K:
         raise InputError(f"index k={k}: must be between 4 and {MAX_K}")
     counts = np.zeros(4 ** k + 1, dtype=np.int64)
-    per_chunk = []
-    start, done, last = time.perf_counter(), 0, 0.0
-    for cstart, clen in zip(genome.offsets, genome.lengths):
-        for s in range(0, int(clen), chunk):
-            e = min(int(clen), s + chunk + k - 1)   # overlap so no k-mer is lost at chunk edges
-            km, clean = kmer_codes(genome.codes(int(cstart) + s, int(cstart) + e), k)
-            pos = np.flatnonzero(clean).astype(np.int64)
-            km = km[pos]
-            per_chunk.append((km, (pos + cstart + s).astype(np.uint32)))
-            counts[1:] += np.bincount(km, minlength=4 ** k)
-            done += min(int(clen) - s, chunk)
-            if progress and time.perf_counter() - last >= 5:
-                last = time.perf_counter()
-                progress(f"counted k-mers of {done}/{genome.size} bp ({done / (last - start) / 1e6:.1f} Mbp/s)")
-    offsets = np.cumsum(counts)
-    positions = np.empty(int(offsets[-1]), dtype=np.uint32)
-    fill = offsets[:-1].copy()
-    for km, pos in per_chunk:   # chunks come in genome order, so each bin stays ascending
-        order = np.argsort(km, kind="stable")
-        km, pos = km[order], pos[order]
-        first = np.searchsorted(km, km, side="left")
-        slot = fill[km] + (np.arange(len(km)) - first)
-        positions[slot] = pos
-        fill += np.bincount(km, minlength=4 ** k)
+    start, last = time.perf_counter(), 0.0
+    offsets = fill = positions = None
+    for count_only in (True, False):
+        if not count_only:
+            offsets = np.cumsum(counts)
+            fill = offsets[:-1].copy()
+            positions = np.empty(int(offsets[-1]), dtype=np.uint32)
+        done = 0
+        for cstart, clen in zip(genome.offsets, genome.lengths):
+            for s in range(0, max(0, int(clen) - k + 1), chunk):
+                e = min(int(clen) - k + 1, s + chunk)
+                kmers_in(genome.packed, genome.nmask, int(cstart), s, e, k, counts,
+                         fill if fill is not None else counts, positions if positions is not None
+                         else np.zeros(0, dtype=np.uint32), count_only)
+                done += e - s
+                if progress and time.perf_counter() - last >= 5:
+                    last = time.perf_counter()
+                    progress(f"{'counting' if count_only else 'placing'} k-mers (pass {1 if count_only else 2} "
+                             f"of 2): {done}/{genome.size} bp, {last - start:.0f} s")
     index = KmerIndex(k, max_occ, offsets, positions)
     if progress:
         took = time.perf_counter() - start
