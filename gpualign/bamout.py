@@ -23,26 +23,12 @@ from . import bamio
 from .bai import build_bai, record_fields, virtual_offsets
 from .bamio import BamWriter
 from .jitcache import use_versioned_cache
+from .threads import ordered_map
 
 use_versioned_cache()  # before any @njit below
 
 GATHER_RECORDS = 1 << 16   # records gathered per write of the final pass
 GATHER_THREADS = 4         # gathering runs beside compression, which takes all threads
-
-
-def ordered_map(pool, fn, items, ahead: int):
-    """fn over items on the pool, results in order, at most `ahead` in flight (bounded memory)."""
-    jobs = collections.deque()
-    try:
-        for item in items:
-            jobs.append(pool.submit(fn, item))
-            if len(jobs) >= ahead:
-                yield jobs.popleft().result()
-        while jobs:
-            yield jobs.popleft().result()
-    finally:
-        for job in jobs:
-            job.cancel()
 
 
 @njit(cache=True, nogil=True)
@@ -176,8 +162,9 @@ class SortedBam(RecordSink):
         size, tid, pos, end, bins, flag = (np.concatenate(fields, axis=1) if fields
                                            else np.zeros((6, 0), dtype=np.int64))
         stream_end = writer.header_size + np.cumsum(size)
-        vstart = virtual_offsets(stream_end - size, np.asarray(writer.block_starts), bamio.BGZF_INPUT)
-        vend = virtual_offsets(stream_end, np.asarray(writer.block_starts), bamio.BGZF_INPUT)
+        blocks = np.asarray(writer.block_starts)
+        vstart = virtual_offsets(stream_end - size, blocks, bamio.BGZF_INPUT)
+        vend = virtual_offsets(stream_end, blocks, bamio.BGZF_INPUT)
         with open(self.index_path, "wb") as fh:
             fh.write(build_bai(len(self.header.references), tid, pos, end, bins, flag, vstart, vend))
 

@@ -11,10 +11,7 @@ from .jitcache import use_versioned_cache
 
 use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
-import collections
 import os
-import queue
-import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
@@ -25,6 +22,7 @@ from .errors import InputError
 from .genome import CODE
 from .reads import MAX_READ_LEN, finish_reads
 from .seqio import is_gzip
+from .threads import in_background, ordered_map
 
 READ_BLOCK = 48 << 20        # decompressed bytes read at a time (a batch holds at most this)
 PARALLEL_GZIP_MIN = 64 << 20  # compressed bytes from which rapidgzip decodes on several threads
@@ -231,73 +229,15 @@ def chunks(path: str, batch_size: int, threads: int = 1):
         raise InputError(f"reads {path}: corrupt or truncated gzip data ({detail})") from None
 
 
-def in_background(generator, depth: int):
-    """The generator's items, produced on a thread of their own up to `depth` ahead; an
-    exception it raises is raised here, in its place in the sequence."""
-    items = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    done = object()
-
-    def offer(item) -> bool:
-        while not stop.is_set():
-            try:
-                items.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce():
-        try:
-            for item in generator:
-                if not offer(item):
-                    return
-            offer(done)
-        except BaseException as exc:  # handed to the consumer
-            offer(exc)
-        finally:
-            generator.close()   # closes the input now, not at interpreter exit (rapidgzip aborts then)
-
-    thread = threading.Thread(target=produce, daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = items.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        thread.join()
-
-
 def read_batches(path: str, k: int, batch_size: int, threads: int = 1):
     """Encoded batches of the file, in order: decompressed and cut on a reader thread, parsed
-    ahead on about half the threads (the rest map and write)."""
+    ahead on about half the threads (the rest map and write). A fault the reader meets (a
+    truncated file, say) is raised after the batches before it, so an earlier bad record is
+    reported first."""
     workers = max(1, min(8, (threads + 1) // 2))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        ahead = collections.deque()
         source = in_background(chunks(path, batch_size, threads), depth=workers)
-        try:
-            while True:
-                try:
-                    chunk, n, first_line = next(source)
-                except StopIteration:
-                    break
-                except InputError:
-                    while ahead:   # an earlier bad record is reported before a later fault
-                        yield ahead.popleft().result()
-                    raise
-                ahead.append(pool.submit(encode_chunk, path, chunk, n, first_line, k))
-                if len(ahead) > workers:
-                    yield ahead.popleft().result()
-            while ahead:
-                yield ahead.popleft().result()
-        finally:
-            for f in ahead:
-                f.cancel()
+        yield from ordered_map(pool, lambda item: encode_chunk(path, *item, k), source, workers + 1)
 
 
 def encode_fastq(path: str, k: int, threads: int = 1):

@@ -1,0 +1,76 @@
+"""Two small pipeline pieces shared by reading (fastq) and writing (bamout): results of a pool in
+order with bounded look-ahead, and a generator run ahead on a thread of its own."""
+
+import collections
+import queue
+import threading
+
+
+def ordered_map(pool, fn, items, ahead: int):
+    """fn over items on the pool, results in order, at most `ahead` in flight (bounded memory).
+
+    An exception from `items` itself is raised after the results of the items before it, so
+    the failures come out in sequence order; an exception from fn is raised in its item's place.
+    """
+    jobs = collections.deque()
+    source = iter(items)
+    try:
+        while True:
+            try:
+                item = next(source)
+            except StopIteration:
+                break
+            except Exception:
+                while jobs:
+                    yield jobs.popleft().result()
+                raise
+            jobs.append(pool.submit(fn, item))
+            if len(jobs) >= ahead:
+                yield jobs.popleft().result()
+        while jobs:
+            yield jobs.popleft().result()
+    finally:
+        for job in jobs:
+            job.cancel()
+
+
+def in_background(generator, depth: int):
+    """The generator's items, produced on a thread of their own up to `depth` ahead; an
+    exception it raises is raised here, in its place in the sequence."""
+    items = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def offer(item) -> bool:
+        while not stop.is_set():
+            try:
+                items.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce():
+        try:
+            for item in generator:
+                if not offer(item):
+                    return
+            offer(done)
+        except BaseException as exc:  # handed to the consumer
+            offer(exc)
+        finally:
+            generator.close()   # closes the input now, not at interpreter exit (rapidgzip aborts then)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = items.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
