@@ -4,14 +4,20 @@ read (exact match, seeding) or per read-candidate pair (extension, traceback).
 Three layers, after numba-cuda's examples: kernels; private launchers (to_device, grid from
 cuda_config, launch, copy back); public *_stage functions with the same signatures as cpu.py.
 Device memory per batch is bounded by the batch size: every buffer is sized from the batch.
+
+Every host thread that calls a stage gets its own CUDA stream and its own page-locked staging
+buffers, so the mapper can keep two batches in flight (BATCHES_IN_FLIGHT): one batch's uploads,
+kernels and copies back run while the other thread does host work on its batch.
 """
 
 from .jitcache import use_versioned_cache
 
 use_versioned_cache()  # before any @njit / @cuda.jit below
 
+import threading
 import types
 
+import numba
 import numpy as np
 from numba import cuda
 from numba.cuda.core import config as cuda_core_config
@@ -23,6 +29,10 @@ NAME = "cuda"
 # A run's last batch is small by nature; numba-cuda would warn about its low occupancy every time.
 cuda_core_config.CUDA_LOW_OCCUPANCY_WARNINGS = False
 MAX_W = 2 * MAX_INDELS + 2   # band row plus one, for the local-memory arrays of the DP
+# Mapping threads, each with its own stream: one batch's host work overlaps the others' GPU work.
+# On the H100 (10 M reads, 5 Mbp): 1 in flight 31.7 s, 2 27.4 s, 3 22.3 s (BENCHMARKS.md).
+BATCHES_IN_FLIGHT = 3
+RESEED_CHUNK = 16384         # reads re-seeded per launch: 128 KB of hit scratch each, 2 GB per thread
 
 _SHARED = ["base_at", "genome_word", "any_n", "contig_of", "read_matches_at", "exact_hits",
            "seed_kmer", "seed_offset", "collect_seed_hits", "merge_sort_runs",
@@ -101,35 +111,96 @@ def _trace_kernel(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_pac
                  cuda.local.array(4, dtype=np.int64), ops, lens, x, sel_read.shape[0], out)
 
 
+# Host code below reaches the API as numba.cuda: while a kernel runs in numba's CUDA simulator, the
+# simulator swaps this module's global `cuda` for a fake one, which another thread would then see.
 _resident = {}
+_resident_lock = threading.Lock()
 
 
 def _on_device(arr):
     """Genome and index arrays go to the GPU once per process, not once per batch."""
     key = (id(arr), arr.__array_interface__["data"][0], arr.shape)
-    if key not in _resident:
-        _resident[key] = (arr, cuda.to_device(np.ascontiguousarray(arr)))
-    return _resident[key][1]
+    with _resident_lock:
+        if key not in _resident:
+            _resident[key] = (arr, numba.cuda.to_device(np.ascontiguousarray(arr)))
+        return _resident[key][1]
 
 
-_batch = {}
+_local = threading.local()   # per mapping thread: stream, pinned staging buffers, current batch
+
+
+def _stream():
+    if not hasattr(_local, "stream"):
+        _local.stream = numba.cuda.stream()
+        _local.pinned = {}
+        _local.batch = {}
+    return _local.stream
+
+
+def _upload(slot: str, arr):
+    """arr on the GPU through this thread's page-locked buffer for `slot` (grown as needed):
+    pinned copies run at full PCIe speed and asynchronously on the thread's stream. The buffer is
+    reused only after the thread's next synchronize, which every stage reaches before returning."""
+    stream = _stream()
+    arr = np.ascontiguousarray(arr)
+    buf = _local.pinned.get(slot)
+    if buf is None or buf.nbytes < arr.nbytes:
+        buf = numba.cuda.pinned_array(max(arr.nbytes, 1 << 16) * 5 // 4, dtype=np.uint8)
+        _local.pinned[slot] = buf
+    staged = buf[:arr.nbytes].view(arr.dtype).reshape(arr.shape)
+    np.copyto(staged, arr)
+    return numba.cuda.to_device(staged, stream=stream)
+
+
+def _empty(shape, dtype):
+    return numba.cuda.device_array(shape, dtype=dtype, stream=_stream())
+
+
+@cuda.jit(cache=True)
+def _zero_kernel(a):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        a[i] = 0
+
+
+def _zeros(n, dtype):
+    """Zeroed on the GPU, not uploaded."""
+    a = _empty(n, dtype)
+    _launch(_zero_kernel, n, a)
+    return a
+
+
+def _fetch(*device_arrays):
+    """Copies back on this thread's stream, waited for once."""
+    stream = _stream()
+    out = [a.copy_to_host(stream=stream) for a in device_arrays]
+    stream.synchronize()
+    return out
 
 
 def _read_arrays(reads, *fields):
-    """A batch's read arrays on the GPU, uploaded once for all its stages; only the current
-    batch is kept, so device memory stays bounded by the batch size."""
-    if _batch.get("reads") is not reads:
-        _batch.clear()
-        _batch["reads"] = reads
+    """A batch's read arrays on the GPU, uploaded once for all its stages; each thread keeps only
+    its current batch, so device memory stays bounded by the batch size."""
+    _stream()
+    if _local.batch.get("reads") is not reads:
+        _local.batch = {"reads": reads}
     for f in fields:
-        if f not in _batch:
-            _batch[f] = cuda.to_device(getattr(reads, f))
-    return tuple(_batch[f] for f in fields)
+        if f not in _local.batch:
+            _local.batch[f] = _upload(f, getattr(reads, f))
+    return tuple(_local.batch[f] for f in fields)
+
+
+# Launches from the mapping threads take turns: numba-cuda's first launch of a kernel loads its
+# module into the context, which two threads at once corrupt; and numba's CUDA simulator swaps
+# module state while a kernel runs. A launch is queued on the thread's stream and returns at once
+# on a GPU, so the turns cost little there.
+_launch_turns = threading.Lock()
 
 
 def _launch(kernel, n, *args):
     if n > 0:
-        kernel[cuda_config.blocks_for(n), cuda_config.THREADS_PER_BLOCK](*args)
+        with _launch_turns:
+            kernel[cuda_config.blocks_for(n), cuda_config.THREADS_PER_BLOCK, _stream()](*args)
 
 
 def _genome_args(genome):
@@ -139,39 +210,40 @@ def _genome_args(genome):
 
 def exact_stage(reads, genome, index, p):
     n = len(reads)
-    counts = cuda.device_array(max(n, 1), dtype=np.int64)          # written for every read
-    keys = cuda.device_array(max(n, 1) * p.max_exact, dtype=np.int64)   # read only below counts
+    counts = _empty(max(n, 1), np.int64)          # written for every read
+    keys = _empty(max(n, 1) * p.max_exact, np.int64)   # read only below counts
     _launch(_exact_kernel, n, *_read_arrays(reads, "packed", "rc_packed", "word_off", "read_off", "hbin", "rc_hbin"),
             *_genome_args(genome), _on_device(index.offsets),
             _on_device(index.positions), index.max_occ, p.max_exact, counts, keys)
-    return counts.copy_to_host()[:n], keys.copy_to_host()[:n * p.max_exact].reshape(n, p.max_exact)
+    counts, keys = _fetch(counts[:n], keys[:n * p.max_exact])
+    return counts, keys.reshape(n, p.max_exact)
 
 
 def candidate_stage(reads, sel, index, p):
     m = len(sel)
-    ncand = cuda.to_device(np.zeros(m, dtype=np.int64))
-    keys = cuda.device_array(max(m, 1) * p.max_candidates, dtype=np.int64)   # read only below ncand
-    votes = cuda.to_device(np.zeros(max(m, 1) * p.max_candidates, dtype=np.int64))
-    dropped = cuda.to_device(np.zeros(max(m, 1), dtype=np.int64))
-    hits = cuda.device_array(max(m, 1) * 2 * p.max_hits, dtype=np.int64)   # hits + merge scratch
-    _launch(_candidate_kernel, m, cuda.to_device(np.asarray(sel, dtype=np.int64)),
+    ncand = _zeros(max(m, 1), np.int64)
+    keys = _empty(max(m, 1) * p.max_candidates, np.int64)   # read only below ncand
+    votes = _zeros(max(m, 1) * p.max_candidates, np.int64)
+    dropped = _zeros(max(m, 1), np.int64)
+    hits = _empty(max(m, 1) * 2 * p.max_hits, np.int64)   # hits + merge scratch
+    _launch(_candidate_kernel, m, _upload("sel", np.asarray(sel, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"), reads.k, _on_device(index.offsets),
             _on_device(index.positions), index.max_occ, p.max_indels, hits, p.max_hits, p.max_candidates,
             ncand, keys, votes, dropped)
-    keys = keys.copy_to_host()[:m * p.max_candidates]
-    votes = votes.copy_to_host()[:m * p.max_candidates]
-    return ncand.copy_to_host(), keys.reshape(m, -1), votes.reshape(m, -1), dropped.copy_to_host()[:m]
+    ncand, keys, votes, dropped = _fetch(ncand[:m], keys[:m * p.max_candidates], votes[:m * p.max_candidates],
+                                         dropped[:m])
+    return ncand, keys.reshape(m, -1), votes.reshape(m, -1), dropped
 
 
 def extend_stage(reads, genome, pair_read, pair_key, p):
     m = len(pair_read)
-    out = cuda.device_array((max(m, 1), 8), dtype=np.int64)   # every column written
-    _launch(_extend_kernel, m, cuda.to_device(np.asarray(pair_read, dtype=np.int64)),
-            cuda.to_device(np.asarray(pair_key, dtype=np.int64)),
+    out = _empty((max(m, 1), 8), np.int64)   # every column written
+    _launch(_extend_kernel, m, _upload("pair_read", np.asarray(pair_read, dtype=np.int64)),
+            _upload("pair_key", np.asarray(pair_key, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"), *_genome_args(genome), genome.size,
             p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty,
-            cuda.to_device(np.zeros(1, dtype=np.uint8)), out)
-    return out.copy_to_host()[:m]
+            _zeros(1, np.uint8), out)
+    return _fetch(out[:m])[0]
 
 
 def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
@@ -180,17 +252,17 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
     W = 2 * p.max_indels + 1
     # CIGAR op j of pair x at [j * m + x]: only as many rows as the longest CIGAR come back;
     # nothing is uploaded for outputs the kernel writes in full
-    ops = cuda.device_array(max(m, 1) * (2 * maxlen + 2), dtype=np.uint8)
-    lens = cuda.device_array(max(m, 1) * (2 * maxlen + 2), dtype=np.int32)
-    out = cuda.device_array((max(m, 1), 6), dtype=np.int64)
-    tb = cuda.device_array(max(m, 1) * maxlen * W, dtype=np.uint8)
-    _launch(_trace_kernel, m, cuda.to_device(np.asarray(sel_read, dtype=np.int64)),
-            cuda.to_device(np.asarray(sel_key, dtype=np.int64)), cuda.to_device(np.asarray(sel_local, dtype=np.int64)),
+    ops = _empty(max(m, 1) * (2 * maxlen + 2), np.uint8)
+    lens = _empty(max(m, 1) * (2 * maxlen + 2), np.int32)
+    out = _empty((max(m, 1), 6), np.int64)
+    tb = _empty(max(m, 1) * maxlen * W, np.uint8)
+    _launch(_trace_kernel, m, _upload("sel_read", np.asarray(sel_read, dtype=np.int64)),
+            _upload("sel_key", np.asarray(sel_key, dtype=np.int64)),
+            _upload("sel_local", np.asarray(sel_local, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"),
             *_genome_args(genome), genome.size, p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend,
             maxlen, tb, ops, lens, out)
-    out = out.copy_to_host()[:m]
+    out = _fetch(out[:m])[0]
     width = max(1, int(out[:, 5].max(initial=0)))
-    ops = ops[:width * m].copy_to_host().reshape(width, m).T
-    lens = lens[:width * m].copy_to_host().reshape(width, m).T
-    return (*core.tidy_cigars(ops, lens, out[:, 5]), out)
+    ops, lens = _fetch(ops[:width * m], lens[:width * m])
+    return (*core.tidy_cigars(ops.reshape(width, m).T, lens.reshape(width, m).T, out[:, 5]), out)

@@ -12,7 +12,9 @@ use_versioned_cache()  # before any @njit / @cuda.jit below
 import contextlib
 import dataclasses
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +28,7 @@ from .errors import InputError
 from .params import MapParams
 from .reads import Reads, subset
 from .sam import full_cigar, make_header, mapped_record, md_nm, ref_span, unmapped_record
+from .threads import ordered_map
 
 
 def get_backend(name: str, log=None):
@@ -51,7 +54,12 @@ def get_backend(name: str, log=None):
     return cpu
 
 
-@njit(cache=True, parallel=True)
+# numba's parallel loops must not be entered from two threads at once (the workqueue layer
+# aborts); mapping threads take turns at them while the other thread's batch is on the GPU.
+HOST_PARALLEL = threading.Lock()
+
+
+@njit(cache=True, parallel=True, nogil=True)
 def choose(lengths, name_hash, pair_start, pair_key, ext, incomplete, t, match, mismatch, clip_penalty, min_score,
            out_key, out_local, out_as, out_xs, out_mapq):
     """Pick each read's primary placement from its extended candidates.
@@ -193,6 +201,7 @@ class StageTimes:
 
     def __init__(self):
         self.seconds = {}
+        self.lock = threading.Lock()
 
     @contextlib.contextmanager
     def __call__(self, stage: str):
@@ -200,7 +209,8 @@ class StageTimes:
         try:
             yield
         finally:
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+            with self.lock:
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
 
     def summary(self) -> str:
         return ", ".join(f"{stage} {sec:.2f} s" for stage, sec in self.seconds.items())
@@ -227,7 +237,7 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTi
     score = np.zeros(n, dtype=np.int64)
     sub = np.full(n, -1, dtype=np.int64)
     mapq = np.zeros(n, dtype=np.int64)
-    with times("choice"):
+    with times("choice"), HOST_PARALLEL:
         choose(lengths, batch.name_hash, pair_start, pair_key, ext, incomplete, p.max_indels, p.match,
                p.mismatch, p.clip_penalty, p.min_score, key, local, score, sub, mapq)
         place_multi_exact(counts, ekeys, batch.name_hash, lengths, p.max_exact, p.match, key, local, score, sub, mapq)
@@ -241,7 +251,7 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTi
 # many times the hit budget, the candidates and the index's max_occ (seeds in bins up to that size
 # count too): their true locus is often among the clusters left out.
 RESEED_HITS, RESEED_CANDIDATES, RESEED_OCC = 8, 4, 8
-RESEED_CHUNK = 8192   # reads re-seeded per call, so the wider hit scratch stays bounded
+RESEED_CHUNK = 8192   # reads re-seeded per call (a backend may set its own), so the wider hit scratch stays bounded
 
 
 def reseed_incomplete(batch, need, counts, index, p, backend, ncand, ckeys, cvotes, dropped):
@@ -258,8 +268,9 @@ def reseed_incomplete(batch, need, counts, index, p, backend, ncand, ckeys, cvot
     keys[:, :ckeys.shape[1]] = ckeys
     votes[:, :cvotes.shape[1]] = cvotes
     ncand, dropped = ncand.copy(), dropped.copy()
-    for start in range(0, len(redo), RESEED_CHUNK):
-        part = redo[start:start + RESEED_CHUNK]
+    chunk = getattr(backend, "RESEED_CHUNK", RESEED_CHUNK)
+    for start in range(0, len(redo), chunk):
+        part = redo[start:start + chunk]
         ncand[part], keys[part], votes[part], dropped[part] = backend.candidate_stage(batch, need[part], deep, wide)
     return ncand, keys, votes, dropped
 
@@ -269,7 +280,7 @@ def reseed_incomplete(batch, need, counts, index, p, backend, ncand, ckeys, cvot
 VOTE_FRACTION = 4
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys):
     """(read, key) pairs to extend, grouped by read; a single exact hit is always a candidate."""
     kept = np.zeros(need.shape[0], dtype=np.int64)
@@ -307,7 +318,7 @@ def search_incomplete(n, need, cvotes, dropped, counts):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def place_multi_exact(counts, ekeys, name_hash, lengths, max_exact, match, key, local, score, sub, mapq):
     """Reads matching exactly at two or more places: a hash-chosen one, MAPQ 0, XS = AS."""
     for r in range(counts.shape[0]):
@@ -366,6 +377,32 @@ def as_batches(reads, batch_size: int):
             yield subset(batch, start, min(len(batch), start + batch_size))
 
 
+def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTimes):
+    """(batch, result) in input order. A backend with BATCHES_IN_FLIGHT > 1 (cuda) maps that many
+    batches at once on threads of their own, so one batch's GPU work overlaps another's host work;
+    results do not depend on it (every read is mapped on its own)."""
+    def map_one(batch):
+        if batch.k != index.k:
+            raise InputError(f"reads were encoded with k={batch.k} but the index has k={index.k}")
+        return batch, map_batch(batch, genome, index, p, backend, times)
+
+    def timed(source):
+        source = iter(source)
+        while True:
+            with times("reading FASTQ (wait)"):
+                batch = next(source, None)
+            if batch is None:
+                return
+            yield batch
+
+    in_flight = getattr(backend, "BATCHES_IN_FLIGHT", 1)
+    if in_flight <= 1:
+        yield from map(map_one, timed(batches))
+        return
+    with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="map") as pool:
+        yield from ordered_map(pool, map_one, timed(batches), in_flight)
+
+
 class Progress:
     """Log lines of reads done and reads/s, at most every `every` seconds, and a final summary."""
 
@@ -412,16 +449,8 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
     else:
         out = UnsortedBam(out_path, header, encode, compression_level, threads)
     progress = Progress(log, backend.NAME)
-    batches = iter(as_batches(reads, p.batch_size))
     try:
-        while True:
-            with times("reading FASTQ (wait)"):
-                batch = next(batches, None)
-            if batch is None:
-                break
-            if batch.k != index.k:
-                raise InputError(f"reads were encoded with k={batch.k} but the index has k={index.k}")
-            res = map_batch(batch, genome, index, p, backend, times)
+        for batch, res in mapped_batches(as_batches(reads, p.batch_size), genome, index, p, backend, times):
             if sam:
                 for rec in batch_records(batch, res, genome, header, rg_id):
                     out.write(rec)
@@ -441,7 +470,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
             out.abort()
         raise
     elapsed = time.perf_counter() - progress.start
-    log(f"stage times: {times.summary()}")
+    log(f"stage times (summed over threads): {times.summary()}")
     log(f"done: {progress.reads} reads, {progress.mapped} mapped, {elapsed:.1f} s, "
         f"{progress.reads / max(elapsed, 1e-9):.0f} reads/s, backend {backend.NAME}")
     return {"reads": progress.reads, "mapped": progress.mapped, "seconds": elapsed, "backend": backend.NAME}

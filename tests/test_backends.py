@@ -7,11 +7,13 @@ a GPU machine to check the compiled kernels with these same tests.
 import dataclasses
 
 import numpy as np
+import pysam
 import pytest
 
 from gpualign import core, cpu, cuda, cuda_config
 from gpualign.index import build_index
-from gpualign.mapper import RESEED_CANDIDATES, RESEED_HITS, RESEED_OCC, map_batch, reseed_incomplete, search_incomplete
+from gpualign.mapper import (RESEED_CANDIDATES, RESEED_HITS, RESEED_OCC, map_batch, map_reads, reseed_incomplete,
+                             search_incomplete)
 from gpualign.params import MapParams
 from gpualign.reads import encode_reads, subset
 
@@ -169,3 +171,22 @@ def test_incomplete_searches_are_redone_with_a_wider_budget(world):
     assert np.array_equal(votes[redo], want[2]) and np.array_equal(dropped[redo], want[3])
     kept = np.setdiff1d(np.arange(len(need)), redo)
     assert np.array_equal(ncand[kept], first[0][kept]) and np.array_equal(keys[kept, :1], first[1][kept])
+
+
+def test_batches_in_flight_on_streams_give_the_cpu_records_in_order(monkeypatch, world, tmp_path):
+    """cuda maps BATCHES_IN_FLIGHT batches at once on threads with their own streams and pinned
+    buffers; the BAM must hold the cpu backend's records, in input order."""
+    rng, genome, seqs, index = world
+    batch, _ = simulate_reads(rng, seqs, 40, length=50, n_rate=0.01)
+    monkeypatch.setattr(cuda_config, "THREADS_PER_BLOCK", 8)
+    monkeypatch.setattr(cuda, "BATCHES_IN_FLIGHT", 3)
+    monkeypatch.setattr(cuda, "RESEED_CHUNK", 2)   # several re-seeding launches per batch
+    p = MapParams(max_indels=3, min_score=15, max_candidates=2, max_hits=24, batch_size=6)
+    records = {}
+    for name in ("cpu", "cuda"):
+        out = str(tmp_path / f"{name}.bam")
+        map_reads(genome, index, batch, out, p, backend_name=name, threads=2, log=lambda msg: None)
+        with pysam.AlignmentFile(out, check_sq=False) as bam:
+            records[name] = [r.to_string() for r in bam]
+    assert records["cuda"] == records["cpu"]
+    assert [r.split("\t")[0] for r in records["cpu"]] == [batch.name(i) for i in range(len(batch))]
