@@ -195,8 +195,9 @@ def open_decompressed(path: str, threads: int):
         return gzip.open(path, "rb")
 
 
-def chunks(path: str, batch_size: int, threads: int = 1):
-    """(bytes, n records, lines before it) of each batch of at most batch_size complete records."""
+def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = False):
+    """(bytes, n records, lines before it) of each batch of at most batch_size complete records.
+    A file with no records is an error unless allow_empty (a chunk of a split sample may be empty)."""
     try:
         fh = open_decompressed(path, threads)
         with fh:
@@ -222,21 +223,21 @@ def chunks(path: str, batch_size: int, threads: int = 1):
                 if eof and pending:
                     raise InputError(f"reads {path} line {lines_before + 1}: truncated FASTQ record "
                                      "(file ends inside a record)")
-            if lines_before == 0:
+            if lines_before == 0 and not allow_empty:
                 raise InputError(f"reads {path}: empty file (no FASTQ records)")
     except (OSError, EOFError, zlib.error, ValueError, RuntimeError) as exc:
         detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
         raise InputError(f"reads {path}: corrupt or truncated gzip data ({detail})") from None
 
 
-def read_batches(path: str, k: int, batch_size: int, threads: int = 1):
+def read_batches(path: str, k: int, batch_size: int, threads: int = 1, allow_empty: bool = False):
     """Encoded batches of the file, in order: decompressed and cut on a reader thread, parsed
     ahead on about half the threads (the rest map and write). A fault the reader meets (a
     truncated file, say) is raised after the batches before it, so an earlier bad record is
     reported first."""
     workers = max(1, min(8, (threads + 1) // 2))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        source = in_background(chunks(path, batch_size, threads), depth=workers)
+        source = in_background(chunks(path, batch_size, threads, allow_empty), depth=workers)
         yield from ordered_map(pool, lambda item: encode_chunk(path, *item, k), source, workers + 1)
 
 

@@ -386,3 +386,73 @@ def test_reference_download_error_is_one_line(tmp_path, numba_cache, http_server
     assert f"error: {message}\n" in log
     assert "Traceback" not in log
     assert not (workdir / "resources" / "reference" / "gone.fa.gz").exists()
+
+
+# ---- (e) reads in chunks -------------------------------------------------------------------------
+
+
+def bam_records(path: Path) -> list[str]:
+    with pysam.AlignmentFile(str(path)) as bam:
+        return [rec.to_string() for rec in bam]
+
+
+def align_script_processes(root: int) -> list:
+    import psutil
+    try:
+        children = psutil.Process(root).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for child in children:
+        try:
+            if any(part.endswith(".align.py") for part in child.cmdline()):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def kill_second_chunk_job(proc, logs: Path, timeout: float = 300) -> str:
+    """SIGKILL the align_chunk job that starts second (jobs run one at a time); its chunk id."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        started = sorted(logs.glob("demo.part*.log"), key=lambda p: p.stat().st_mtime)
+        if len(started) >= 2:
+            victims = align_script_processes(proc.pid)
+            if victims:
+                for victim in victims:
+                    victim.kill()
+                return started[1].name.split(".part")[1].split(".")[0]
+        time.sleep(0.02)
+    raise AssertionError("the second chunk job was not seen running")
+
+
+def test_killed_chunk_job_is_rerun_alone_and_the_merge_equals_the_unsplit_run(demo_run, tmp_path, numba_cache):
+    workdir = tmp_path / "run"
+    shutil.copytree(demo_run.workdir, workdir, symlinks=True)   # reference and index are done
+    chunks = "align={chunks: 3}"
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", NUMBA_CACHE_DIR=numba_cache, PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--workflow-profile", "none", "--cores", "1", "--keep-going", "--config", chunks]
+    with subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as proc:
+        killed = kill_second_chunk_job(proc, workdir / "logs" / "align")
+        output, _ = proc.communicate(timeout=600)
+    assert proc.returncode != 0, output[-3000:]
+    parts = workdir / "results" / "chunks" / "demo"
+    finished = sorted(p.name for p in parts.glob("part*.bam"))
+    assert finished == sorted(f"part{c}.bam" for c in "012" if c != killed), output[-3000:]
+    mtimes = {name: (parts / name).stat().st_mtime_ns for name in finished}
+
+    rerun = run_snakemake(workdir, "--dry-run", "--config", chunks, numba_cache=numba_cache)
+    assert planned_jobs(rerun.output) == {"align_chunk": 1, "merge_chunks": 1, "stats": 1, "all": 1}
+    assert f"chunk={killed}" in rerun.output.replace(" ", "")
+    assert {name: (parts / name).stat().st_mtime_ns for name in finished} == mtimes
+    run_snakemake(workdir, "--cores", "2", "--config", chunks, numba_cache=numba_cache)
+
+    merged = bam_records(workdir / "results" / "bam" / "demo.bam")
+    assert merged == bam_records(demo_run.workdir / "results" / "bam" / "demo.bam")
+    assert len(merged) == fastq_records(DEMO_READS)
+    assert not any(parts.glob("part*")), "chunk files are temporary"
+    log = (workdir / "logs" / "split_reads" / "demo.log").read_text()
+    assert "split 2000 reads into 3 chunks: 666 667 667" in log

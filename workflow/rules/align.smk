@@ -1,38 +1,110 @@
-# Align: genome image + index + FASTQ(.gz) -> coordinate-sorted BAM + .bai, in one job.
+# Align: genome image + index + FASTQ(.gz) -> coordinate-sorted BAM + .bai.
 #
-# Reads are encoded (stage reads, gpualign.fastq) and the BAM sorted (gpualign.bamout) inside this
-# job, streamed batch by batch: an intermediate file of the whole encoded read set, or a separate
-# `samtools sort` pass, would cost more than the alignment itself. Host memory is the batches in
-# flight plus 16 bytes per read for the sort; GPU memory is bounded by align.batch_size.
+# Reads are encoded (stage reads, gpualign.fastq) and the BAM sorted (gpualign.bamout) inside the
+# align job, streamed batch by batch: an intermediate file of the whole encoded read set, or a
+# separate `samtools sort` pass, would cost more than the alignment itself. Host memory is the
+# batches in flight plus 16 bytes per read for the sort; GPU memory is bounded by align.batch_size.
 #
-# The job asks for one `gpu` resource unless align.backend is cpu: with `auto` it will use a GPU
-# whenever one is visible, so it is scheduled like a GPU job (locally `--resources gpu=N` caps
-# concurrent GPU jobs; on SLURM it becomes --gpus=1). On a machine without a GPU, `auto` falls
-# back to the CPU backend and says so in the log. Snakemake does not set CUDA_VISIBLE_DEVICES:
-# with several GPUs on one host, keep gpu=1 there or assign devices yourself.
+# With align.chunks = N > 1 a sample's reads are split into N chunks of consecutive records
+# (split_reads), each aligned as its own job (align_chunk: on its own GPU, or its own cluster
+# node), and the sorted chunk BAMs merged (merge_chunks) into the same records, in the same order,
+# as the unsplit run. A failed chunk is rerun alone; the chunks that finished are kept.
+#
+# Align jobs ask for one `gpu` resource unless align.backend is cpu: with `auto` they use a GPU
+# whenever one is visible, so they are scheduled like GPU jobs (locally `--resources gpu=N` caps
+# concurrent GPU jobs; on SLURM it becomes a GPU request). Each job claims a GPU of its own on the
+# host (gpualign.gpus; Snakemake does not set CUDA_VISIBLE_DEVICES), so gpu=N runs N jobs on N GPUs.
+
+CHUNKS = config["align"]["chunks"]
 
 
-rule align:
-    input:
-        unpack(get_genome),
-        index=get_index,
-        reads=get_fastq,
-    output:
-        bam="results/bam/{sample}.bam",
-        bai="results/bam/{sample}.bam.bai",
-    log:
-        "logs/align/{sample}.log",
-    params:
-        backend=config["align"]["backend"],
-        mapping=MAP_PARAMS,
-        compression_level=config["bam"]["compression_level"],
-        read_group=lambda wildcards: {"ID": wildcards.sample, "SM": wildcards.sample, "PL": "ILLUMINA"},
-        code=CODE["align"],
-    threads: config["align"]["threads"]
-    resources:
-        gpu=align_gpus(),
-        mem_mb=input_mem_mb(2, extra_mb=4000),
-    conda:
-        "../../envs/gpualign.yaml"
-    script:
-        "../scripts/align.py"
+def align_params():
+    return {
+        "backend": config["align"]["backend"],
+        "mapping": MAP_PARAMS,
+        "compression_level": config["bam"]["compression_level"],
+        "read_group": lambda wildcards: {"ID": wildcards.sample, "SM": wildcards.sample, "PL": "ILLUMINA"},
+        "code": CODE["align"],
+    }
+
+
+if CHUNKS == 1:
+
+    rule align:
+        input:
+            unpack(get_genome),
+            index=get_index,
+            reads=get_fastq,
+        output:
+            bam="results/bam/{sample}.bam",
+            bai="results/bam/{sample}.bam.bai",
+        log:
+            "logs/align/{sample}.log",
+        params:
+            **align_params(),
+        threads: config["align"]["threads"]
+        resources:
+            gpu=align_gpus(),
+            mem_mb=input_mem_mb(2, extra_mb=4000),
+        conda:
+            "../../envs/gpualign.yaml"
+        script:
+            "../scripts/align.py"
+
+else:
+
+    rule split_reads:
+        input:
+            get_fastq,
+        output:
+            temp(expand("results/chunks/{{sample}}/part{chunk}.fq.gz", chunk=range(CHUNKS))),
+        log:
+            "logs/split_reads/{sample}.log",
+        params:
+            code=CODE["split_reads"],
+        threads: config["align"]["threads"]
+        resources:
+            mem_mb=1000,
+        conda:
+            "../../envs/gpualign.yaml"
+        script:
+            "../scripts/split_reads.py"
+
+    rule align_chunk:
+        input:
+            unpack(get_genome),
+            index=get_index,
+            reads="results/chunks/{sample}/part{chunk}.fq.gz",
+        output:
+            bam=temp("results/chunks/{sample}/part{chunk}.bam"),
+        log:
+            "logs/align/{sample}.part{chunk}.log",
+        params:
+            **align_params(),
+        threads: config["align"]["threads"]
+        resources:
+            gpu=align_gpus(),
+            mem_mb=input_mem_mb(2, extra_mb=4000),
+        conda:
+            "../../envs/gpualign.yaml"
+        script:
+            "../scripts/align.py"
+
+    rule merge_chunks:
+        input:
+            expand("results/chunks/{{sample}}/part{chunk}.bam", chunk=range(CHUNKS)),
+        output:
+            bam="results/bam/{sample}.bam",
+            bai="results/bam/{sample}.bam.bai",
+        log:
+            "logs/merge_chunks/{sample}.log",
+        params:
+            compression_level=config["bam"]["compression_level"],
+            code=CODE["merge_chunks"],
+        threads: config["align"]["threads"]
+        resources:
+            mem_mb=2000,
+        conda:
+            "../../envs/gpualign.yaml"
+        script:
+            "../scripts/merge_chunks.py"

@@ -120,6 +120,7 @@ wildcard_constraints:
     sample=NAME_RE,
     name=NAME_RE,
     k=r"\d+",
+    chunk=r"\d+",
 
 
 # ---- per-stage values -------------------------------------------------------------------------
@@ -131,7 +132,9 @@ CODE = {
         "mask_reference": ["reference"],
         "pack_reference": ["genome"],
         "index_reference": ["genome", "index"],
-        "align": ["mapper", "fastq", "bamout", "genome", "index", "reads", "params", "atomic", "errors"],
+        "align": ["mapper", "fastq", "bamout", "genome", "index", "reads", "params", "atomic", "errors", "gpus"],
+        "split_reads": ["chunks"],
+        "merge_chunks": ["chunks"],
         "bam": ["bam"],
     }.items()
 }

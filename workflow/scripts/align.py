@@ -1,8 +1,15 @@
-"""align: map the FASTQ against the genome image and index into a coordinate-sorted BAM + .bai."""
+"""align / align_chunk: map a FASTQ (a sample's, or one chunk of it) against the genome image and
+index into a coordinate-sorted BAM, plus its .bai when the rule has a bai output."""
 
+import contextlib
 import sys
 
 sys.stderr = log = open(snakemake.log[0], "w", buffering=1)
+
+from gpualign.gpus import claim_gpu  # noqa: E402
+
+if snakemake.params.backend != "cpu":   # before CUDA starts in this process
+    claim_gpu(log=lambda line: print(line, file=log))
 
 import numba  # noqa: E402
 
@@ -15,8 +22,10 @@ from gpualign.mapper import map_reads  # noqa: E402
 from gpualign.params import MapParams  # noqa: E402
 
 out = snakemake.output
-if out.bai != out.bam + ".bai":
-    raise ValueError(f"align: output bai must be {out.bam + '.bai'!r}, got {out.bai!r}")
+bai = out.get("bai")
+if bai is not None and bai != out.bam + ".bai":
+    raise ValueError(f"align: output bai must be {out.bam + '.bai'!r}, got {bai!r}")
+chunk_of_sample = "chunk" in snakemake.wildcards.keys()
 options = " ".join(f"--{name.replace('_', '-')} {value}" for name, value in snakemake.params.mapping.items())
 command_line = (
     f"gpualign map (snakemake rule align) --backend {snakemake.params.backend} "
@@ -28,8 +37,10 @@ try:
     params = MapParams(**snakemake.params.mapping).check()
     genome = load_genome(snakemake.input.packed, snakemake.input.nmask, snakemake.input.contigs)
     index = load_index(snakemake.input.index)
-    reads = read_batches(snakemake.input.reads, index.k, params.batch_size, snakemake.threads)
-    with atomic_path(out.bai) as tmp_bai, atomic_path(out.bam) as tmp:
+    # a chunk may hold no reads (fewer reads than chunks): its BAM is then header-only
+    reads = read_batches(snakemake.input.reads, index.k, params.batch_size, snakemake.threads,
+                         allow_empty=chunk_of_sample)
+    with (atomic_path(bai) if bai else contextlib.nullcontext()) as tmp_bai, atomic_path(out.bam) as tmp:
         map_reads(
             genome, index, reads, tmp, params,
             backend_name=snakemake.params.backend,

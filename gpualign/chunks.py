@@ -1,0 +1,85 @@
+"""Reads in chunks (stages split_reads and merge_chunks, with align.chunks > 1).
+
+A sample's FASTQ is cut into N files of consecutive records (chunk c holds records
+[c*n//N, (c+1)*n//N)), each aligned as its own job into a coordinate-sorted BAM, and the chunk
+BAMs are merged by `samtools merge`. Because the chunks keep the input order and samtools breaks
+ties between files by their order, the merged BAM holds the records of the unsplit run in the
+same order: every read is mapped on its own, so neither the split nor the batch changes a result.
+"""
+
+import contextlib
+import os
+
+import numpy as np
+import pysam
+
+from .atomic import atomic_path
+from .errors import InputError
+from .fastq import CODE, SEQ_OK, WHITESPACE, chunks, cut_records, parse_error, parse_records
+
+SPLIT_BATCH = 1 << 20   # records cut and checked at a time while splitting
+GZIP_LEVEL = 1          # chunk files are transient: fast deflate (ISA-L) matters more than size
+
+
+def count_records(path: str, threads: int = 1) -> int:
+    """Records in a FASTQ(.gz); raises the reader's InputError for a truncated or empty file."""
+    return sum(n for _, n, _ in chunks(path, SPLIT_BATCH, threads))
+
+
+def chunk_bounds(n: int, parts: int) -> list[int]:
+    """First record of each chunk, then n: as equal as whole records allow."""
+    return [c * n // parts for c in range(parts + 1)]
+
+
+def open_chunk_writer(path: str):
+    from isal import igzip
+    return igzip.open(path, "wb", compresslevel=GZIP_LEVEL)
+
+
+def check_records(path: str, data: np.ndarray, n: int, first_line: int):
+    """The same checks (and one-line errors, with the original file's line numbers) as align."""
+    status, record, detail, *_ = parse_records(data, n, SEQ_OK, WHITESPACE, CODE)
+    if status:
+        raise parse_error(path, data, status, record, detail, first_line)
+
+
+def split_fastq(path: str, outputs: list[str], threads: int = 1) -> list[int]:
+    """Cut a FASTQ(.gz) into len(outputs) gzip files of consecutive records; returns the records
+    per chunk. A chunk may be empty (fewer reads than chunks); its file is then an empty gzip."""
+    bounds = chunk_bounds(count_records(path, threads), len(outputs))
+    sizes = [bounds[c + 1] - bounds[c] for c in range(len(outputs))]
+    with contextlib.ExitStack() as stack:
+        tmps = [stack.enter_context(atomic_path(out)) for out in outputs]
+        writers = [stack.enter_context(open_chunk_writer(tmp)) for tmp in tmps]
+        c, done = 0, 0   # current chunk, records written so far
+        for data, n, first_line in chunks(path, SPLIT_BATCH, threads):
+            check_records(path, data, n, first_line)
+            raw = data.tobytes()
+            start, left = 0, n
+            while left:
+                while done == bounds[c + 1]:
+                    c += 1
+                take = min(left, bounds[c + 1] - done)
+                end, got = cut_records(raw, data, start, take)
+                writers[c].write(raw[start:end])
+                start, left, done = end, left - got, done + got
+        for w in writers:
+            w.close()
+    return sizes
+
+
+def merge_sorted_bams(inputs: list[str], out_bam: str, threads: int = 1, level: int = 1):
+    """One coordinate-sorted BAM + .bai from coordinate-sorted chunk BAMs, in chunk order on ties.
+
+    Headers: @RG and @PG lines with the same ID are combined (-c -p), as the chunks share them.
+    """
+    for path in inputs:
+        if not os.path.isfile(path):
+            raise InputError(f"chunk BAM {path}: no such file")
+    with atomic_path(out_bam + ".bai") as tmp_bai, atomic_path(out_bam) as tmp:
+        try:
+            pysam.merge("-f", "-c", "-p", "-l", str(level), "-@", str(max(1, threads)), tmp, *inputs)
+            pysam.index("-@", str(max(1, threads)), tmp, tmp_bai)
+        except pysam.SamtoolsError as err:
+            raise InputError(f"merging {len(inputs)} chunk BAMs into {out_bam}: "
+                             f"{' '.join(str(err).split())[:300]}") from None

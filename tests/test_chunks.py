@@ -1,0 +1,164 @@
+"""Reads in chunks (gpualign.chunks) and one GPU per job (gpualign.gpus)."""
+
+import gzip
+import os
+import select
+import subprocess
+import sys
+
+import numpy as np
+import pysam
+import pytest
+
+from gpualign import chunks as chunks_module
+from gpualign.chunks import chunk_bounds, merge_sorted_bams, split_fastq
+from gpualign.errors import InputError
+from gpualign.fastq import read_batches
+from gpualign.gpus import claim_gpu, visible_devices
+from gpualign.index import build_index
+from gpualign.mapper import map_reads
+from gpualign.params import MapParams
+from gpualign.reads import encode_reads
+
+from helpers import random_genome, simulate_reads
+
+
+def write_fastq(path, n, rng, gz=True):
+    recs = []
+    for i in range(n):
+        length = int(rng.integers(1, 40))
+        recs.append(f"@r{i} x\n{''.join(rng.choice(list('ACGTN'), size=length))}\n+\n{'I' * length}\n")
+    data = "".join(recs).encode()
+    path.write_bytes(gzip.compress(data) if gz else data)
+    return data
+
+
+@pytest.mark.parametrize("n, parts, batch", [(1000, 3, 7), (10, 4, 1 << 20), (3, 5, 2), (64, 1, 5)])
+def test_split_keeps_every_record_in_order(tmp_path, monkeypatch, n, parts, batch):
+    monkeypatch.setattr(chunks_module, "SPLIT_BATCH", batch)   # chunk edges inside and across batches
+    rng = np.random.default_rng()
+    data = write_fastq(tmp_path / "in.fq.gz", n, rng, gz=bool(n % 2))
+    outs = [str(tmp_path / f"part{c}.fq.gz") for c in range(parts)]
+    sizes = split_fastq(str(tmp_path / "in.fq.gz"), outs)
+    bounds = chunk_bounds(n, parts)
+    assert sizes == [bounds[c + 1] - bounds[c] for c in range(parts)]
+    assert max(sizes) - min(sizes) <= 1
+    pieces = [gzip.open(o).read() for o in outs]
+    assert b"".join(pieces) == data
+    assert [p.count(b"\n") // 4 for p in pieces] == sizes
+    assert sorted(os.listdir(tmp_path)) == sorted(["in.fq.gz"] + [os.path.basename(o) for o in outs])
+
+
+def test_split_reports_bad_records_with_the_original_line_and_leaves_no_chunks(tmp_path, monkeypatch):
+    monkeypatch.setattr(chunks_module, "SPLIT_BATCH", 3)
+    good = "".join(f"@r{i}\nACGT\n+\nIIII\n" for i in range(10))
+    path = tmp_path / "bad.fq"
+    path.write_text(good + "@r10\nAC!T\n+\nIIII\n" + good)
+    outs = [str(tmp_path / f"p{c}.fq.gz") for c in range(2)]
+    with pytest.raises(InputError, match=r"bad.fq line 42: invalid base '!'"):
+        split_fastq(str(path), outs)
+    assert sorted(os.listdir(tmp_path)) == ["bad.fq"]
+    path.write_text(good + "@r10\nACGT\n")
+    with pytest.raises(InputError, match=r"bad.fq line 41: truncated FASTQ record"):
+        split_fastq(str(path), outs)
+    assert sorted(os.listdir(tmp_path)) == ["bad.fq"]
+
+
+def test_empty_chunk_maps_to_a_header_only_bam(tmp_path):
+    rng = np.random.default_rng()
+    genome, _ = random_genome(rng, lengths=(800,))
+    index = build_index(genome, k=8, max_occ=50)
+    empty = tmp_path / "part3.fq.gz"
+    empty.write_bytes(gzip.compress(b""))
+    with pytest.raises(InputError, match="empty file"):
+        list(read_batches(str(empty), 8, 100))
+    out = str(tmp_path / "part3.bam")
+    map_reads(genome, index, read_batches(str(empty), 8, 100, allow_empty=True), out, MapParams(),
+              backend_name="cpu", log=lambda msg: None, sort=True)
+    with pysam.AlignmentFile(out) as bam:
+        assert bam.header.to_dict()["HD"]["SO"] == "coordinate" and list(bam) == []
+
+
+def test_merge_of_sorted_chunks_equals_the_sorted_whole(tmp_path):
+    """Ties (same position and strand) across chunks keep the input order, as in one run."""
+    rng = np.random.default_rng()
+    genome, seqs = random_genome(rng, lengths=(1500, 600), repeat=100)
+    index = build_index(genome, k=8, max_occ=50)
+    batch, (names, reads, quals) = simulate_reads(rng, seqs, 60, length=40, sub=0.0, indel=0.0)
+    # duplicates give ties in the sort; garbage reads end up unmapped, in input order
+    names += [b"dup%d" % i for i in range(8)] + [b"junk%d" % i for i in range(4)]
+    reads += [reads[0]] * 8 + [b"N" * 30] * 4
+    quals += [quals[0]] * 8 + [b"I" * 30] * 4
+    order = rng.permutation(len(names))
+    names, reads, quals = ([x[i] for i in order] for x in (names, reads, quals))
+    p = MapParams(max_indels=3, min_score=15)
+
+    def sorted_bam(lo, hi, name):
+        out = str(tmp_path / name)
+        map_reads(genome, index, encode_reads(names[lo:hi], reads[lo:hi], quals[lo:hi], 8), out, p,
+                  backend_name="cpu", log=lambda msg: None, sort=True, read_group={"ID": "s", "SM": "s"})
+        return out
+
+    whole = sorted_bam(0, len(names), "whole.bam")
+    bounds = chunk_bounds(len(names), 3)
+    parts = [sorted_bam(bounds[c], bounds[c + 1], f"part{c}.bam") for c in range(3)]
+    merge_sorted_bams(parts, str(tmp_path / "merged.bam"), threads=2)
+    records = {}
+    for name in ("whole.bam", "merged.bam"):
+        with pysam.AlignmentFile(str(tmp_path / name)) as bam:
+            records[name] = [r.to_string() for r in bam]
+    assert records["merged.bam"] == records["whole.bam"]
+    assert len(records["whole.bam"]) == len(names)
+    with pysam.AlignmentFile(str(tmp_path / "merged.bam")) as bam:   # indexed: region queries work
+        assert bam.count(bam.references[0]) == sum(r.split("\t")[2] == bam.references[0] for r in records["whole.bam"])
+
+
+def test_merge_of_a_missing_chunk_is_one_line(tmp_path):
+    with pytest.raises(InputError, match="chunk BAM .*part9.bam: no such file"):
+        merge_sorted_bams([str(tmp_path / "part9.bam")], str(tmp_path / "out.bam"))
+    assert os.listdir(tmp_path) == []
+
+
+def test_visible_devices():
+    assert visible_devices({"CUDA_VISIBLE_DEVICES": "2, 5"}) == ["2", "5"]
+    assert visible_devices({"CUDA_VISIBLE_DEVICES": ""}) == []
+
+
+CLAIM = """
+import os, sys, time
+from gpualign.gpus import claim_gpu
+env = {"CUDA_VISIBLE_DEVICES": "0,1"}
+print(claim_gpu(environ=env, lock_dir=sys.argv[1], poll_s=0.05), env["CUDA_VISIBLE_DEVICES"], flush=True)
+sys.stdin.readline()   # hold the claim until told to exit
+"""
+
+
+def test_concurrent_jobs_claim_different_gpus_and_a_third_waits(tmp_path):
+    def start():
+        return subprocess.Popen([sys.executable, "-c", CLAIM, str(tmp_path)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+
+    def line_within(proc, seconds):
+        ready, _, _ = select.select([proc.stdout], [], [], seconds)
+        return proc.stdout.readline().split() if ready else None
+
+    with start() as first, start() as second:
+        claimed = [line_within(p, 60) for p in (first, second)]
+        assert sorted(claimed) == [["0", "0"], ["1", "1"]]
+        with start() as third:
+            assert line_within(third, 1.5) is None   # both GPUs taken: it waits
+            first.kill()   # a killed job's claim is freed by the kernel
+            first.wait()
+            assert line_within(third, 60) == claimed[0]
+            for p in (second, third):
+                p.stdin.close()
+                p.wait(timeout=30)
+
+
+def test_no_claim_under_slurm_or_with_one_gpu(tmp_path):
+    env = {"CUDA_VISIBLE_DEVICES": "0,1", "SLURM_JOB_ID": "7"}
+    assert claim_gpu(environ=env, lock_dir=str(tmp_path)) is None
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    env = {"CUDA_VISIBLE_DEVICES": "3"}
+    assert claim_gpu(environ=env, lock_dir=str(tmp_path)) is None
+    assert env["CUDA_VISIBLE_DEVICES"] == "3"
