@@ -57,7 +57,7 @@ else:
         input:
             get_fastq,
         output:
-            temp(expand("results/chunks/{{sample}}/part{chunk}.fq.gz", chunk=range(CHUNKS))),
+            temp(expand("results/chunks/{{sample}}/part{chunk}.fq", chunk=range(CHUNKS))),
         log:
             "logs/split_reads/{sample}.log",
         params:
@@ -74,7 +74,7 @@ else:
         input:
             unpack(get_genome),
             index=get_index,
-            reads="results/chunks/{sample}/part{chunk}.fq.gz",
+            reads="results/chunks/{sample}/part{chunk}.fq",
         output:
             bam=temp("results/chunks/{sample}/part{chunk}.bam"),
         log:
