@@ -15,19 +15,6 @@
 # concurrent GPU jobs; on SLURM it becomes a GPU request). Each job claims a GPU of its own on the
 # host (gpualign.gpus; Snakemake does not set CUDA_VISIBLE_DEVICES), so gpu=N runs N jobs on N GPUs.
 
-CHUNKS = config["align"]["chunks"]
-
-
-def align_params():
-    return {
-        "backend": config["align"]["backend"],
-        "mapping": MAP_PARAMS,
-        "compression_level": config["bam"]["compression_level"],
-        "read_group": lambda wildcards: {"ID": wildcards.sample, "SM": wildcards.sample, "PL": "ILLUMINA"},
-        "code": CODE["align"],
-    }
-
-
 if CHUNKS == 1:
 
     rule align:
@@ -45,6 +32,7 @@ if CHUNKS == 1:
         threads: config["align"]["threads"]
         resources:
             gpu=align_gpus(),
+            cpus_per_gpu=lambda wildcards, threads: threads,   # SLURM: the job's threads beside its GPU
             mem_mb=input_mem_mb(2, extra_mb=4000),
         conda:
             "../../envs/gpualign.yaml"
@@ -84,6 +72,7 @@ else:
         threads: config["align"]["threads"]
         resources:
             gpu=align_gpus(),
+            cpus_per_gpu=lambda wildcards, threads: threads,   # SLURM: the job's threads beside its GPU
             mem_mb=input_mem_mb(2, extra_mb=4000),
         conda:
             "../../envs/gpualign.yaml"

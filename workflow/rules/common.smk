@@ -150,6 +150,20 @@ def input_mem_mb(factor, extra_mb=0, floor_mb=1000):
     return lambda wildcards, input: max(floor_mb, int(factor * input.size_mb + extra_mb))
 
 
+CHUNKS = config["align"]["chunks"]
+
+
+def align_params():
+    """params of align and align_chunk: what changes their BAM (threads do not)."""
+    return {
+        "backend": config["align"]["backend"],
+        "mapping": MAP_PARAMS,
+        "compression_level": config["bam"]["compression_level"],
+        "read_group": lambda wildcards: {"ID": wildcards.sample, "SM": wildcards.sample, "PL": "ILLUMINA"},
+        "code": CODE["align"],
+    }
+
+
 def align_gpus():
     """GPUs an align job asks for: one unless the backend is cpu (auto prefers the GPU)."""
     return 0 if config["align"]["backend"] == "cpu" else 1
