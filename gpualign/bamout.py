@@ -109,7 +109,10 @@ class SortedBam(RecordSink):
         self.path, self.header, self.level, self.threads = path, header, level, threads
         self.index_path = index_path
         self.times = times or (lambda stage: contextlib.nullcontext())
-        self.tmpdir = tempfile.mkdtemp(prefix=".gpualign-sort-", dir=os.path.dirname(os.path.abspath(path)))
+        # named after the output (an atomic_path temporary), so a rerun clears it if this process dies
+        base = os.path.basename(path)
+        self.tmpdir = tempfile.mkdtemp(prefix=f"{base if base.startswith('.') else '.' + base}.sort-",
+                                       dir=os.path.dirname(os.path.abspath(path)))
         self.run = open(os.path.join(self.tmpdir, "records.bin"), "wb")
         self.written = 0
         self.keys, self.starts = [], []

@@ -456,3 +456,31 @@ def test_killed_chunk_job_is_rerun_alone_and_the_merge_equals_the_unsplit_run(de
     assert not any(parts.glob("part*")), "chunk files are temporary"
     log = (workdir / "logs" / "split_reads" / "demo.log").read_text()
     assert "split 2000 reads into 3 chunks: 666 667 667" in log
+
+
+def test_killed_align_job_leaves_no_bam_and_the_rerun_equals_an_uninterrupted_run(demo_run, tmp_path, numba_cache):
+    workdir = tmp_path / "run"
+    shutil.copytree(demo_run.workdir, workdir, symlinks=True)
+    for folder in ("results/bam", "results/stats", "logs/align"):
+        shutil.rmtree(workdir / folder)
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", NUMBA_CACHE_DIR=numba_cache, PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--workflow-profile", "none", "--cores", "1"]
+    with subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as proc:
+        bam_dir = workdir / "results" / "bam"
+        deadline = time.monotonic() + 300
+        while not (bam_dir.exists() and any(bam_dir.iterdir())):   # killed while writing its output
+            assert proc.poll() is None and time.monotonic() < deadline, "the align job never wrote"
+            time.sleep(0.005)
+        for victim in align_script_processes(proc.pid):
+            victim.kill()
+        output, _ = proc.communicate(timeout=600)
+    assert proc.returncode != 0, output[-3000:]
+    assert not (bam_dir / "demo.bam").exists() and not (bam_dir / "demo.bam.bai").exists()
+    assert planned_jobs(run_snakemake(workdir, "--dry-run", numba_cache=numba_cache).output) == \
+        {"align": 1, "stats": 1, "all": 1}
+    run_snakemake(workdir, "--cores", "2", numba_cache=numba_cache)
+    assert bam_records(bam_dir / "demo.bam") == bam_records(demo_run.workdir / "results" / "bam" / "demo.bam")
+    # the killed job's temporary files are gone too (atomic_path clears those of dead processes)
+    assert sorted(p.name for p in bam_dir.iterdir()) == ["demo.bam", "demo.bam.bai"]
