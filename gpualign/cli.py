@@ -7,7 +7,7 @@ import sys
 
 from . import __version__
 from .atomic import atomic_path
-from .errors import InputError
+from .errors import InputError, one_line
 from .params import MapParams
 
 INDEX_SUFFIXES = (".2bit.npy", ".nmask.npy", ".contigs.tsv", ".idx.npz")
@@ -113,6 +113,10 @@ def main(argv=None) -> int:
         print(f"gpualign: error: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
+        return 1
+    except OSError as exc:   # a full disk, a read-only folder: one line, and the output was not written
+        target = getattr(args, "output", None) or getattr(args, "prefix", None) or "output"
+        print(f"gpualign: error: {one_line(exc, target)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:   # outputs are written atomically: nothing half-written is left
         print("gpualign: interrupted", file=sys.stderr)

@@ -6,3 +6,13 @@ class InputError(Exception):
 
     def __init__(self, message: str):
         super().__init__(" ".join(str(message).split()))
+
+
+def one_line(err: BaseException, target: str = "") -> str:
+    """The one-line message of an InputError, or of a failed read or write (an OSError, as from a
+    full disk): its file, else `target` (what was being written), and the system's reason."""
+    if isinstance(err, OSError):
+        name = err.filename or target
+        reason = err.strerror or " ".join(str(err).split()) or type(err).__name__
+        return f"{name}: {reason}" if name else reason
+    return str(err)

@@ -14,7 +14,7 @@ if snakemake.params.backend != "cpu":   # before CUDA starts in this process
 import numba  # noqa: E402
 
 from gpualign.atomic import atomic_path  # noqa: E402
-from gpualign.errors import InputError  # noqa: E402
+from gpualign.errors import InputError, one_line  # noqa: E402
 from gpualign.fastq import read_batches  # noqa: E402
 from gpualign.genome import load_genome  # noqa: E402
 from gpualign.index import load_index  # noqa: E402
@@ -52,7 +52,8 @@ try:
             sort=True,
             index_path=tmp_bai,
         )
-except InputError as err:
+except (InputError, OSError) as err:  # OSError: a full disk, say
+    err = one_line(err, snakemake.output[0])
     print(f"error: {err}", file=log)
     print(f"{snakemake.rule}: error: {err}", file=sys.__stderr__)
     sys.exit(1)

@@ -3,7 +3,7 @@
 import sys
 
 from gpualign.download import fetch_reference
-from gpualign.errors import InputError
+from gpualign.errors import InputError, one_line
 
 sys.stderr = log = open(snakemake.log[0], "w", buffering=1)
 
@@ -17,7 +17,8 @@ try:
         md5=snakemake.params.md5 or None,
         log=lambda line: print(line, file=log),
     )
-except InputError as err:
+except (InputError, OSError) as err:  # OSError: a full disk, say
+    err = one_line(err, snakemake.output[0])
     print(f"error: {err}", file=log)
     print(f"{snakemake.rule}: error: {err}", file=sys.__stderr__)
     sys.exit(1)

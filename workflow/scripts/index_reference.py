@@ -2,7 +2,7 @@
 
 import sys
 
-from gpualign.errors import InputError
+from gpualign.errors import InputError, one_line
 from gpualign.genome import load_genome
 from gpualign.index import build_index, save_index
 
@@ -14,7 +14,8 @@ try:
         genome, snakemake.params.k, snakemake.params.max_occ, progress=lambda line: print(line, file=log)
     )
     save_index(index, snakemake.output[0], genome.size)
-except InputError as err:
+except (InputError, OSError) as err:  # OSError: a full disk, say
+    err = one_line(err, snakemake.output[0])
     print(f"error: {err}", file=log)
     print(f"{snakemake.rule}: error: {err}", file=sys.__stderr__)
     sys.exit(1)

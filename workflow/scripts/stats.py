@@ -3,7 +3,7 @@
 import sys
 
 from gpualign.bam import write_stats
-from gpualign.errors import InputError
+from gpualign.errors import InputError, one_line
 
 sys.stderr = log = open(snakemake.log[0], "w", buffering=1)
 
@@ -15,7 +15,8 @@ try:
         snakemake.output.summary,
         sample=snakemake.wildcards.sample,
     )
-except InputError as err:
+except (InputError, OSError) as err:  # OSError: a full disk, say
+    err = one_line(err, snakemake.output[0])
     print(f"error: {err}", file=log)
     print(f"{snakemake.rule}: error: {err}", file=sys.__stderr__)
     sys.exit(1)
