@@ -245,3 +245,41 @@ def encode_fastq(path: str, k: int, threads: int = 1):
     """All reads of a FASTQ file as one Reads (for tests and small inputs)."""
     from .reads import concatenate
     return concatenate(list(read_batches(path, k, 1 << 20, threads)), k)
+
+
+def first_name_mismatch(a, b) -> int:
+    """Index of the first read whose name differs between two equal-length batches, else -1
+    (names are compared without their /1 and /2 suffixes, which parse_records drops)."""
+    if np.array_equal(a.name_off, b.name_off) and np.array_equal(a.names, b.names):
+        return -1
+    for i in range(len(a)):
+        if a.name(i) != b.name(i):
+            return i
+    return -1
+
+
+def read_pair_batches(path1: str, path2: str, k: int, batch_size: int, threads: int = 1):
+    """Batches of mates, (reads of R1, reads of R2), read in lockstep: the i-th records of the two
+    files must share a name (after /1 and /2), and both files must hold the same number of records;
+    otherwise one line names the files, the record and the problem."""
+    half = max(1, threads // 2)
+    first = read_batches(path1, k, batch_size, half)
+    second = read_batches(path2, k, batch_size, half)
+    done = 0
+    for a in first:
+        b = next(second, None)
+        # both files are cut into batches of batch_size, so only a last batch may differ in length
+        if b is None or len(b) < len(a):
+            got = done + (0 if b is None else len(b))
+            raise InputError(f"reads {path2} has fewer records than {path1}: it ends after record {got}")
+        if len(b) > len(a):
+            raise InputError(f"reads {path2} has more records than {path1} ({done + len(a)})")
+        bad = first_name_mismatch(a, b)
+        if bad >= 0:
+            record = done + bad + 1
+            raise InputError(f"reads {path1} and {path2}: record {record} (line {4 * record - 3}) is "
+                             f"{a.name(bad)!r} in one and {b.name(bad)!r} in the other (mates must be in the same order)")
+        done += len(a)
+        yield a, b
+    if next(second, None) is not None:
+        raise InputError(f"reads {path2} has more records than {path1} ({done})")

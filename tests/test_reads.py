@@ -123,3 +123,37 @@ def test_corrupt_gzip_is_one_clear_error(tmp_path):
     for threads in (1, 2):
         with pytest.raises(InputError, match=f"reads {path}: corrupt or truncated gzip"):
             list(read_batches(str(path), 8, 100, threads))
+
+
+def mates(tmp_path, n1, n2=None, names2=None):
+    """R1 with reads p0/1.. and R2 with n2 reads named names2 (default p0/2..)."""
+    n2 = n1 if n2 is None else n2
+    names2 = names2 or [f"p{i}" for i in range(n2)]
+    r1 = fastq(tmp_path / "r1.fq", [(f"p{i}/1", "ACGTACGT", "IIIIIIII") for i in range(n1)])
+    r2 = fastq(tmp_path / "r2.fq", [(f"{names2[i]}/2", "TTGCA", "IIIII") for i in range(n2)])
+    return r1, r2
+
+
+def test_mates_are_read_in_lockstep(tmp_path):
+    from gpualign.fastq import read_pair_batches
+    r1, r2 = mates(tmp_path, 25)
+    pairs = list(read_pair_batches(r1, r2, 5, batch_size=7, threads=2))
+    assert [len(a) for a, _ in pairs] == [7, 7, 7, 4] == [len(b) for _, b in pairs]
+    assert [a.name(i) for a, _ in pairs for i in range(len(a))] == [f"p{i}" for i in range(25)]
+    assert all(a.name(i) == b.name(i) for a, b in pairs for i in range(len(a)))
+
+
+@pytest.mark.parametrize("n2, names2, message", [
+    (20, None, r"r2.fq has fewer records than .*r1.fq: it ends after record 20"),
+    (21, None, r"r2.fq has fewer records than .*r1.fq: it ends after record 21"),
+    (30, None, r"r2.fq has more records than .*r1.fq \(25\)"),
+    (28, None, r"r2.fq has more records than .*r1.fq \(25\)"),
+    (25, [f"p{i}" if i != 17 else "q17" for i in range(25)],
+     r"record 18 \(line 69\) is 'p17' in one and 'q17' in the other"),
+])
+def test_mates_that_do_not_pair_are_one_line(tmp_path, n2, names2, message):
+    from gpualign.fastq import read_pair_batches
+    r1, r2 = mates(tmp_path, 25, n2, names2)
+    with pytest.raises(InputError, match=message) as err:
+        list(read_pair_batches(r1, r2, 5, batch_size=7))
+    assert "\n" not in str(err.value)
