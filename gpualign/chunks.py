@@ -10,12 +10,11 @@ same order: every read is mapped on its own, so neither the split nor the batch 
 import contextlib
 import os
 
-import numpy as np
 import pysam
 
 from .atomic import atomic_path
 from .errors import InputError
-from .fastq import CODE, SEQ_OK, WHITESPACE, chunks, cut_records, parse_error, parse_records
+from .fastq import checked_records, chunks, cut_records
 
 SPLIT_BATCH = 1 << 20   # records cut and checked at a time while splitting
 
@@ -36,13 +35,6 @@ def open_chunk_writer(path: str):
     return open(path, "wb", buffering=1 << 22)
 
 
-def check_records(path: str, data: np.ndarray, n: int, first_line: int):
-    """The same checks (and one-line errors, with the original file's line numbers) as align."""
-    status, record, detail, *_ = parse_records(data, n, SEQ_OK, WHITESPACE, CODE)
-    if status:
-        raise parse_error(path, data, status, record, detail, first_line)
-
-
 def split_fastq(path: str, outputs: list[str], threads: int = 1) -> list[int]:
     """Cut a FASTQ(.gz) into len(outputs) plain FASTQ files of consecutive records; returns the
     records per chunk. A chunk may be empty (fewer reads than chunks): its file is then empty."""
@@ -53,7 +45,7 @@ def split_fastq(path: str, outputs: list[str], threads: int = 1) -> list[int]:
         writers = [stack.enter_context(open_chunk_writer(tmp)) for tmp in tmps]
         c, done = 0, 0   # current chunk, records written so far
         for data, n, first_line in chunks(path, SPLIT_BATCH, threads):
-            check_records(path, data, n, first_line)
+            checked_records(path, data, n, first_line)   # align's checks, with the original line numbers
             start, left = 0, n
             while left:
                 while done == bounds[c + 1]:

@@ -129,27 +129,32 @@ def _on_device(arr):
 _local = threading.local()   # per mapping thread: stream, pinned staging buffers, current batch
 
 
-def _stream():
+def _state():
+    """This thread's stream, pinned staging buffers and current batch, made on first use."""
     if not hasattr(_local, "stream"):
         _local.stream = numba.cuda.stream()
         _local.pinned = {}
         _local.batch = {}
-    return _local.stream
+    return _local
+
+
+def _stream():
+    return _state().stream
 
 
 def _upload(slot: str, arr):
     """arr on the GPU through this thread's page-locked buffer for `slot` (grown as needed):
     pinned copies run at full PCIe speed and asynchronously on the thread's stream. The buffer is
     reused only after the thread's next synchronize, which every stage reaches before returning."""
-    stream = _stream()
+    state = _state()
     arr = np.ascontiguousarray(arr)
-    buf = _local.pinned.get(slot)
+    buf = state.pinned.get(slot)
     if buf is None or buf.nbytes < arr.nbytes:
         buf = numba.cuda.pinned_array(max(arr.nbytes, 1 << 16) * 5 // 4, dtype=np.uint8)
-        _local.pinned[slot] = buf
+        state.pinned[slot] = buf
     staged = buf[:arr.nbytes].view(arr.dtype).reshape(arr.shape)
     np.copyto(staged, arr)
-    return numba.cuda.to_device(staged, stream=stream)
+    return numba.cuda.to_device(staged, stream=state.stream)
 
 
 def _empty(shape, dtype):
@@ -181,13 +186,13 @@ def _fetch(*device_arrays):
 def _read_arrays(reads, *fields):
     """A batch's read arrays on the GPU, uploaded once for all its stages; each thread keeps only
     its current batch, so device memory stays bounded by the batch size."""
-    _stream()
-    if _local.batch.get("reads") is not reads:
-        _local.batch = {"reads": reads}
+    state = _state()
+    if state.batch.get("reads") is not reads:
+        state.batch = {"reads": reads}
     for f in fields:
-        if f not in _local.batch:
-            _local.batch[f] = _upload(f, getattr(reads, f))
-    return tuple(_local.batch[f] for f in fields)
+        if f not in state.batch:
+            state.batch[f] = _upload(f, getattr(reads, f))
+    return tuple(state.batch[f] for f in fields)
 
 
 # Launches from the mapping threads take turns: numba-cuda's first launch of a kernel loads its

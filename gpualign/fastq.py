@@ -161,12 +161,18 @@ def parse_error(path, chunk, status, record, detail, first_line):
     return InputError(f"reads {path} line {line + 4}: quality character outside '!'..'~'")
 
 
-def encode_chunk(path, chunk, n, first_line, k):
-    """Reads of a chunk holding exactly n complete records starting at line first_line + 1."""
-    status, record, detail, names, name_off, codes, quals, read_off = parse_records(
-        chunk, n, SEQ_OK, WHITESPACE, CODE)
+def checked_records(path, chunk, n, first_line):
+    """parse_records' arrays (names, name_off, codes, quals, read_off) of a chunk holding exactly
+    n complete records from line first_line + 1; the first bad one raises its one-line error."""
+    status, record, detail, *arrays = parse_records(chunk, n, SEQ_OK, WHITESPACE, CODE)
     if status:
         raise parse_error(path, chunk, status, record, detail, first_line)
+    return arrays
+
+
+def encode_chunk(path, chunk, n, first_line, k):
+    """Reads of a chunk holding exactly n complete records starting at line first_line + 1."""
+    names, name_off, codes, quals, read_off = checked_records(path, chunk, n, first_line)
     return finish_reads(names[:name_off[n]].copy(), name_off, codes[:read_off[n]].copy(),
                         quals[:read_off[n]].copy(), read_off, k)
 

@@ -54,7 +54,8 @@ def numba_cache(request, tmp_path_factory):
     return str(cache.mkdir("gpualign_numba") if cache is not None else tmp_path_factory.mktemp("numba"))
 
 
-def run_snakemake(workdir, *args, numba_cache, repo=REPO, check=True) -> subprocess.CompletedProcess:
+def snakemake_command(workdir, *args, numba_cache, repo=REPO) -> tuple[list, dict]:
+    """The command line and environment of a Snakemake run on the repository's Snakefile."""
     env = dict(os.environ)
     # The test session runs numba's CUDA simulator (conftest.py); the workflow's jobs must not.
     env["NUMBA_ENABLE_CUDASIM"] = "0"
@@ -62,6 +63,11 @@ def run_snakemake(workdir, *args, numba_cache, repo=REPO, check=True) -> subproc
     env["PYTHONPATH"] = str(repo)
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(Path(repo, "Snakefile")),
            "--directory", str(workdir), "--workflow-profile", "none", *args]
+    return cmd, env
+
+
+def run_snakemake(workdir, *args, numba_cache, repo=REPO, check=True) -> subprocess.CompletedProcess:
+    cmd, env = snakemake_command(workdir, *args, numba_cache=numba_cache, repo=repo)
     result = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
     result.output = result.stdout + result.stderr
     if check and result.returncode != 0:
@@ -431,9 +437,7 @@ def test_killed_chunk_job_is_rerun_alone_and_the_merge_equals_the_unsplit_run(de
     workdir = tmp_path / "run"
     shutil.copytree(demo_run.workdir, workdir, symlinks=True)   # reference and index are done
     chunks = "align={chunks: 3}"
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", NUMBA_CACHE_DIR=numba_cache, PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--workflow-profile", "none", "--cores", "1", "--keep-going", "--config", chunks]
+    cmd, env = snakemake_command(workdir, "--cores", "1", "--keep-going", "--config", chunks, numba_cache=numba_cache)
     with subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True) as proc:
         killed = kill_second_chunk_job(proc, workdir / "logs" / "align")
@@ -463,9 +467,7 @@ def test_killed_align_job_leaves_no_bam_and_the_rerun_equals_an_uninterrupted_ru
     shutil.copytree(demo_run.workdir, workdir, symlinks=True)
     for folder in ("results/bam", "results/stats", "logs/align"):
         shutil.rmtree(workdir / folder)
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", NUMBA_CACHE_DIR=numba_cache, PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--workflow-profile", "none", "--cores", "1"]
+    cmd, env = snakemake_command(workdir, "--cores", "1", numba_cache=numba_cache)
     with subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True) as proc:
         bam_dir = workdir / "results" / "bam"

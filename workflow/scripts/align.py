@@ -14,7 +14,7 @@ if snakemake.params.backend != "cpu":   # before CUDA starts in this process
 import numba  # noqa: E402
 
 from gpualign.atomic import atomic_path  # noqa: E402
-from gpualign.errors import InputError, one_line  # noqa: E402
+from gpualign.errors import job_errors  # noqa: E402
 from gpualign.fastq import read_batches  # noqa: E402
 from gpualign.genome import load_genome  # noqa: E402
 from gpualign.index import load_index  # noqa: E402
@@ -32,7 +32,7 @@ command_line = (
     f"--threads {snakemake.threads} -l {snakemake.params.compression_level} "
     f"--rg-id {snakemake.params.read_group['ID']} {options} {snakemake.input.index} {snakemake.input.reads}"
 )
-try:
+with job_errors(snakemake.rule, log, snakemake.output[0]):
     numba.set_num_threads(max(1, min(snakemake.threads, numba.config.NUMBA_NUM_THREADS)))
     params = MapParams(**snakemake.params.mapping).check()
     genome = load_genome(snakemake.input.packed, snakemake.input.nmask, snakemake.input.contigs)
@@ -52,8 +52,3 @@ try:
             sort=True,
             index_path=tmp_bai,
         )
-except (InputError, OSError) as err:  # OSError: a full disk, say
-    err = one_line(err, snakemake.output[0])
-    print(f"error: {err}", file=log)
-    print(f"{snakemake.rule}: error: {err}", file=sys.__stderr__)
-    sys.exit(1)

@@ -3,13 +3,13 @@
 import sys
 
 from gpualign.download import fetch_reference
-from gpualign.errors import InputError, one_line
+from gpualign.errors import job_errors
 
 sys.stderr = log = open(snakemake.log[0], "w", buffering=1)
 
 # A local reference is the rule's input (so edits to it rerun the workflow); a remote one a param.
 source = snakemake.input[0] if snakemake.input else snakemake.params.url
-try:
+with job_errors(snakemake.rule, log, snakemake.output[0]):
     fetch_reference(
         source,
         snakemake.output[0],
@@ -17,8 +17,3 @@ try:
         md5=snakemake.params.md5 or None,
         log=lambda line: print(line, file=log),
     )
-except (InputError, OSError) as err:  # OSError: a full disk, say
-    err = one_line(err, snakemake.output[0])
-    print(f"error: {err}", file=log)
-    print(f"{snakemake.rule}: error: {err}", file=sys.__stderr__)
-    sys.exit(1)

@@ -2,18 +2,13 @@
 
 import sys
 
-from gpualign.errors import InputError, one_line
+from gpualign.errors import job_errors
 from gpualign.reference import mask_reference
 
 sys.stderr = log = open(snakemake.log[0], "w", buffering=1)
 
-try:
+with job_errors(snakemake.rule, log, snakemake.output[0]):
     summary = mask_reference(
         snakemake.input[0], snakemake.output.fa, snakemake.output.bed, snakemake.output.contigs
     )
-except (InputError, OSError) as err:  # OSError: a full disk, say
-    err = one_line(err, snakemake.output[0])
-    print(f"error: {err}", file=log)
-    print(f"{snakemake.rule}: error: {err}", file=sys.__stderr__)
-    sys.exit(1)
 print(f"masked {summary['contigs']} contigs, {summary['bases']} bp, {summary['n_bases']} N", file=log)

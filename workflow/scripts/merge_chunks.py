@@ -5,16 +5,11 @@ import sys
 sys.stderr = log = open(snakemake.log[0], "w", buffering=1)
 
 from gpualign.chunks import merge_sorted_bams  # noqa: E402
-from gpualign.errors import InputError, one_line  # noqa: E402
+from gpualign.errors import job_errors  # noqa: E402
 
 out = snakemake.output
 if out.bai != out.bam + ".bai":
     raise ValueError(f"merge_chunks: output bai must be {out.bam + '.bai'!r}, got {out.bai!r}")
-try:
+with job_errors(snakemake.rule, log, snakemake.output[0]):
     merge_sorted_bams(list(snakemake.input), out.bam, snakemake.threads, snakemake.params.compression_level)
-except (InputError, OSError) as err:  # OSError: a full disk, say
-    err = one_line(err, snakemake.output[0])
-    print(f"error: {err}", file=log)
-    print(f"{snakemake.rule}: error: {err}", file=sys.__stderr__)
-    sys.exit(1)
 print(f"merged {len(snakemake.input)} chunk BAMs into {out.bam}", file=log)
