@@ -3,16 +3,20 @@
 
 Reads come from ``bench/simulate.py`` and are named
 ``r{num}:{contig}:{pos}:{strand}`` (``pos`` is 1-based and leftmost on the
-forward strand).  This script runs the peer aligners (``bwa mem``,
-``minimap2 -ax sr``) and optionally our own aligner on the same reads, then
-scores every SAM/BAM with pysam:
+forward strand), or for pairs ``p{num}:{contig}:{pos1}:{strand1}:{pos2}:{strand2}``
+(both mates' truth in one name).  This script runs the peer aligners
+(``bwa mem``, ``minimap2 -ax sr``) and optionally our own aligner on the same
+reads (two FASTQ files: as pairs), then scores every SAM/BAM with pysam:
 
 * only primary records count (flags 0x100 and 0x800 are skipped);
+* a record of a pair (flag 0x40 or 0x80) is scored against its mate's truth;
 * a read is *correct* when it is mapped to its true contig and its leftmost
   aligned position, moved left by any leading soft/hard clip, lies within
   ``--tolerance`` bases of the truth;
-* every read must appear exactly once as a primary record: reads missing,
-  repeated or unknown are counted and reported.
+* every read (each mate of a pair) must appear exactly once as a primary
+  record: reads missing, repeated or unknown are counted and reported;
+* pairs also report the share of primary records flagged properly paired
+  (0x2) and each mate's primary records and correct share.
 
 A TSV (``--out``) and a markdown table (printed last) summarise the runs.
 """
@@ -26,7 +30,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
@@ -41,13 +45,40 @@ CLIP_OPS = (pysam.CSOFT_CLIP, pysam.CHARD_CLIP)
 # truth and scoring
 
 
-def parse_truth(name: str) -> tuple[str, int]:
-    """Return (contig, 1-based leftmost position) from a simulated read name."""
-    head, pos, strand = name.rsplit(":", 2)
+def is_pair_name(name: str) -> bool:
+    """Whether a name has simulate.py's pair form ``p{num}:...`` (five ':' fields at least)."""
+    number = name.split(":", 1)[0]
+    return number[:1] == "p" and number[1:].isdigit() and name.count(":") >= 5
+
+
+def parse_truth(name: str, mate: int = 0) -> tuple[str, int]:
+    """Return (contig, 1-based leftmost position) from a simulated read name.
+
+    ``mate`` is 0 for a single-end name, 1 or 2 for that mate of a pair name
+    (a record of a pair must say which mate it is)."""
+    if is_pair_name(name) != bool(mate):
+        raise ValueError(f"{name!r} is not a simulated {'pair' if mate else 'single-end'} name")
+    if mate:
+        head, pos1, strand1, pos2, strand2 = name.rsplit(":", 4)
+        pos, strands = (pos1 if mate == 1 else pos2), {strand1, strand2}
+    else:
+        head, pos, strand = name.rsplit(":", 2)
+        strands = {strand}
     _number, contig = head.split(":", 1)
-    if strand not in ("+", "-"):
+    if strands - {"+", "-"}:
         raise ValueError(f"not a simulated read name: {name!r}")
     return contig, int(pos)
+
+
+def mate_of(record: pysam.AlignedSegment) -> int:
+    """1 or 2 for a paired record's mate (flags 0x40 / 0x80), 0 for single-end."""
+    return 1 if record.is_read1 else 2 if record.is_read2 else 0
+
+
+def read_key(record: pysam.AlignedSegment):
+    """What a record stands for: its name, or (name, mate) for a mate of a pair."""
+    mate = mate_of(record)
+    return (record.query_name, mate) if mate else record.query_name
 
 
 def clipped_leftmost(record: pysam.AlignedSegment) -> int:
@@ -64,7 +95,7 @@ def is_correct(record: pysam.AlignedSegment, tolerance: int) -> bool:
     """Whether a mapped record lies on the true contig within ``tolerance``."""
     if record.is_unmapped:
         return False
-    contig, pos = parse_truth(record.query_name)
+    contig, pos = parse_truth(record.query_name, mate_of(record))
     return record.reference_name == contig and abs(clipped_leftmost(record) - pos) <= tolerance
 
 
@@ -79,26 +110,45 @@ class Score:
     missing: int = 0
     duplicated: int = 0
     unknown: int = 0
+    # pairs only: primary records flagged properly paired, and per mate (index 0: mate 1)
+    paired: bool = False
+    proper: int = 0
+    mate_primary: list = field(default_factory=lambda: [0, 0])
+    mate_correct: list = field(default_factory=lambda: [0, 0])
 
     @property
     def once_each(self) -> bool:
         return self.missing == 0 and self.duplicated == 0 and self.unknown == 0
 
+    def count_mate(self, mate: int, proper: bool, correct: bool) -> None:
+        """Add one primary record of a pair to the pair-only counts."""
+        self.proper += proper
+        if mate in (1, 2):
+            self.mate_primary[mate - 1] += 1
+            self.mate_correct[mate - 1] += correct
+
 
 def score_records(
-    records: Iterable[pysam.AlignedSegment], read_names: set[str], tolerance: int
+    records: Iterable[pysam.AlignedSegment], read_names: set, tolerance: int
 ) -> Score:
-    """Score primary records against the truth in their names."""
-    score = Score(reads_in=len(read_names))
-    seen: Counter[str] = Counter()
+    """Score primary records against the truth in their names.
+
+    ``read_names`` holds names, or (name, mate) keys for pairs (``read_names_of``)."""
+    score = Score(reads_in=len(read_names), paired=any(isinstance(k, tuple) for k in read_names))
+    seen: Counter = Counter()
     for record in records:
         if record.is_secondary or record.is_supplementary:
             continue
-        seen[record.query_name] += 1
+        seen[read_key(record)] += 1
         score.primary += 1
+        try:
+            correct = not record.is_unmapped and is_correct(record, tolerance)
+        except ValueError:      # no truth in the name (counted unknown), or a pair's record without 0x40/0x80
+            correct = False
+        if score.paired:
+            score.count_mate(mate_of(record), record.is_proper_pair, correct)
         if record.is_unmapped:
             continue
-        correct = is_correct(record, tolerance)
         score.mapped += 1
         score.correct += correct
         if record.mapping_quality >= MAPQ_CUTOFF:
@@ -115,9 +165,16 @@ def score_alignment_file(path: Path, read_names: set[str], tolerance: int) -> Sc
         return score_records(alignments, read_names, tolerance)
 
 
-def read_names_of(reads: Path) -> set[str]:
-    with pysam.FastxFile(str(reads)) as handle:
-        return {entry.name for entry in handle}
+def read_names_of(*reads: Path) -> set:
+    """Names of one FASTQ, or (name, mate) keys of two (R1, R2)."""
+    if len(reads) == 1:
+        with pysam.FastxFile(str(reads[0])) as handle:
+            return {entry.name for entry in handle}
+    keys = set()
+    for mate, path in enumerate(reads, start=1):
+        with pysam.FastxFile(str(path)) as handle:
+            keys.update((entry.name, mate) for entry in handle)
+    return keys
 
 
 # --------------------------------------------------------------------------
@@ -143,20 +200,28 @@ def timed(command: str, stdout: Path | None = None) -> float:
     return time.perf_counter() - started
 
 
-def run_bwa(ref: Path, reads: Path, workdir: Path, threads: int) -> Run:
+def quoted_files(reads) -> str:
+    """One read file, or several (R1 R2), shell-quoted and space-separated."""
+    files = [reads] if isinstance(reads, (str, Path)) else reads
+    return " ".join(shlex.quote(str(path)) for path in files)
+
+
+def run_bwa(ref: Path, reads, workdir: Path, threads: int) -> Run:
+    """bwa index + bwa mem; ``reads`` is one FASTQ or a list of two (paired)."""
     prefix, sam = workdir / "bwa" / "ref", workdir / "bwa.sam"
     prefix.parent.mkdir(parents=True, exist_ok=True)
     q = shlex.quote
     index_s = timed(f"bwa index -p {q(str(prefix))} {q(str(ref))}")
-    map_s = timed(f"bwa mem -t {threads} {q(str(prefix))} {q(str(reads))}", stdout=sam)
+    map_s = timed(f"bwa mem -t {threads} {q(str(prefix))} {quoted_files(reads)}", stdout=sam)
     return Run("bwa", sam, index_s, map_s)
 
 
-def run_minimap2(ref: Path, reads: Path, workdir: Path, threads: int) -> Run:
+def run_minimap2(ref: Path, reads, workdir: Path, threads: int) -> Run:
+    """minimap2 -x sr index + -ax sr mapping; ``reads`` as for ``run_bwa``."""
     index, sam = workdir / "minimap2.mmi", workdir / "minimap2.sam"
     q = shlex.quote
     index_s = timed(f"minimap2 -x sr -t {threads} -d {q(str(index))} {q(str(ref))}")
-    map_s = timed(f"minimap2 -ax sr -t {threads} {q(str(index))} {q(str(reads))}", stdout=sam)
+    map_s = timed(f"minimap2 -ax sr -t {threads} {q(str(index))} {quoted_files(reads)}", stdout=sam)
     return Run("minimap2", sam, index_s, map_s)
 
 
@@ -167,15 +232,16 @@ def run_gpualign(args, workdir: Path) -> Run:
     """Run the ``--gpualign-index-cmd`` / ``--gpualign-cmd`` templates.
 
     Placeholders: {ref} {prefix} {reads} {bam} {threads} {workdir}; values
-    are shell-quoted before substitution.
+    are shell-quoted before substitution ({reads} is both files for pairs).
     """
     bam = workdir / "gpualign.bam"
     values = {
-        "ref": args.ref, "prefix": workdir / "gpualign_index" / "ref", "reads": args.reads,
+        "ref": args.ref, "prefix": workdir / "gpualign_index" / "ref",
         "bam": bam, "threads": args.threads, "workdir": workdir,
     }
     Path(values["prefix"]).parent.mkdir(parents=True, exist_ok=True)
     quoted = {key: shlex.quote(str(value)) for key, value in values.items()}
+    quoted["reads"] = quoted_files(args.reads)
     index_s = None
     if args.gpualign_index_cmd:
         index_s = timed(args.gpualign_index_cmd.format(**quoted))
@@ -190,6 +256,7 @@ COLUMNS = (
     "aligner", "reads_in", "primary", "mapped_pct", "correct_pct", "mapq20",
     "precision_mapq20_pct", "once_each", "missing", "duplicated", "unknown", "index_s", "map_s",
 )
+PAIRED_COLUMNS = ("properly_paired_pct", "r1_primary", "r2_primary", "r1_correct_pct", "r2_correct_pct")
 
 
 def percent(part: int, whole: int) -> float:
@@ -215,19 +282,38 @@ def report_row(run: Run, score: Score) -> dict:
         "unknown": score.unknown,
         "index_s": seconds(run.index_s),
         "map_s": seconds(run.map_s),
+    } | (paired_fields(score) if score.paired else {})
+
+
+def paired_fields(score: Score) -> dict:
+    """PAIRED_COLUMNS of a pair score; each mate's correct share is of the pairs in."""
+    pairs = score.reads_in // 2
+    return {
+        "properly_paired_pct": f"{percent(score.proper, score.primary):.2f}",
+        "r1_primary": score.mate_primary[0],
+        "r2_primary": score.mate_primary[1],
+        "r1_correct_pct": f"{percent(score.mate_correct[0], pairs):.2f}",
+        "r2_correct_pct": f"{percent(score.mate_correct[1], pairs):.2f}",
     }
 
 
+def columns_of(rows: list[dict]) -> tuple:
+    """COLUMNS, plus PAIRED_COLUMNS when the rows are of pairs."""
+    return COLUMNS + (PAIRED_COLUMNS if rows and PAIRED_COLUMNS[0] in rows[0] else ())
+
+
 def write_tsv(rows: list[dict], path: Path) -> None:
+    columns = columns_of(rows)
     with open(path, "w") as out:
-        out.write("\t".join(COLUMNS) + "\n")
+        out.write("\t".join(columns) + "\n")
         for row in rows:
-            out.write("\t".join(str(row[c]) for c in COLUMNS) + "\n")
+            out.write("\t".join(str(row[c]) for c in columns) + "\n")
 
 
 def markdown_table(rows: list[dict]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(str(row[c]) for c in COLUMNS) + " |" for row in rows]
+    columns = columns_of(rows)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in rows]
     return "\n".join(lines)
 
 
@@ -240,7 +326,8 @@ def parse_args(argv=None):
         description="Score aligners on reads simulated by bench/simulate.py."
     )
     parser.add_argument("--ref", required=True, type=Path, help="reference FASTA")
-    parser.add_argument("--reads", required=True, type=Path, help="simulated FASTQ(.gz)")
+    parser.add_argument("--reads", required=True, type=Path, nargs="+", metavar="FASTQ",
+                        help="simulated FASTQ(.gz), or two (R1 R2) for pairs")
     parser.add_argument("--bam", action="append", default=[], type=Path,
                         help="extra SAM/BAM to score (repeatable); labelled by file name")
     parser.add_argument("--peers", default=",".join(PEERS),
@@ -257,6 +344,8 @@ def parse_args(argv=None):
                         help="template run before --gpualign-cmd, e.g. 'gpualign index {ref} {prefix}'")
     args = parser.parse_args(argv)
     args.peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    if len(args.reads) > 2:
+        parser.error("--reads takes one FASTQ, or two for pairs")
     unknown = set(args.peers) - set(PEER_RUNNERS)
     if unknown:
         parser.error(f"unknown peer(s): {', '.join(sorted(unknown))}")
@@ -277,7 +366,7 @@ def run_all(args, workdir: Path) -> list[Run]:
 
 
 def evaluate(args, workdir: Path) -> list[dict]:
-    read_names = read_names_of(args.reads)
+    read_names = read_names_of(*args.reads)
     rows = []
     for run in run_all(args, workdir):
         score = score_alignment_file(run.alignments, read_names, args.tolerance)

@@ -1,4 +1,4 @@
-"""Shared helpers of the device benchmarks (end_to_end.py, scaling.py).
+"""Shared helpers of the device benchmarks (end_to_end.py, scaling.py, paired.py).
 
 Timed commands run in a shell with their process tree polled by psutil for memory (the sum of
 the tree's RSS, so a pipeline such as `bwa mem | samtools sort` counts both sides; getrusage
@@ -234,15 +234,34 @@ def _regions(bam: Path, parts: int):
     return regions + [("*", 0, 0)]
 
 
-def _read_number(name: str) -> int:
+def _read_number(name: str, prefix: str = "r") -> int:
     head = name.split(":", 1)[0]
-    return int(head[1:]) if head[:1] == "r" and head[1:].isdigit() else -1
+    return int(head[1:]) if head[:1] == prefix and head[1:].isdigit() else -1
+
+
+def _read_index(rec, paired: bool) -> int:
+    """0-based index of a record's read: r{i} -> i-1; mate m of p{i} -> 2(i-1)+m-1; -1 if unknown."""
+    if not paired:
+        number = _read_number(rec.query_name)
+        return number - 1 if number > 0 else -1
+    number, mate = _read_number(rec.query_name, "p"), accuracy.mate_of(rec)
+    return 2 * (number - 1) + mate - 1 if number > 0 and mate else -1
+
+
+SUMMED = ("primary", "mapped", "correct", "mapq20", "mapq20_correct", "proper")
+
+
+def _add_scores(total: accuracy.Score, part: accuracy.Score) -> None:
+    for field in SUMMED:
+        setattr(total, field, getattr(total, field) + getattr(part, field))
+    for field in ("mate_primary", "mate_correct"):
+        setattr(total, field, [a + b for a, b in zip(getattr(total, field), getattr(part, field))])
 
 
 def _score_region(task):
     """Score primary records whose leftmost position lies in one region (or the whole file)."""
-    path, (contig, start, end), tolerance, whole = task
-    s = accuracy.Score()
+    path, (contig, start, end), tolerance, whole, paired = task
+    s = accuracy.Score(paired=paired)
     numbers, records = [], 0
     with pysam.AlignmentFile(path, check_sq=False) as fh:
         if whole:
@@ -258,14 +277,16 @@ def _score_region(task):
             if rec.is_secondary or rec.is_supplementary:
                 continue
             s.primary += 1
-            numbers.append(_read_number(rec.query_name))
-            if rec.is_unmapped:
-                continue
-            s.mapped += 1
+            numbers.append(_read_index(rec, paired))
             try:
                 ok = accuracy.is_correct(rec, tolerance)
             except ValueError:
                 ok = False
+            if paired:
+                s.count_mate(accuracy.mate_of(rec), rec.is_proper_pair, ok)
+            if rec.is_unmapped:
+                continue
+            s.mapped += 1
             s.correct += ok
             if rec.mapping_quality >= accuracy.MAPQ_CUTOFF:
                 s.mapq20 += 1
@@ -281,22 +302,22 @@ def _total_records(path: str) -> int | None:
         return None
 
 
-def score_bams(bams: dict, n_reads: int, threads: int, tolerance: int = 5) -> dict:
-    """{label: bam} -> {label: accuracy.Score}; reads are numbered 1..n_reads by name."""
+def score_bams(bams: dict, n_reads: int, threads: int, tolerance: int = 5, paired: bool = False) -> dict:
+    """{label: bam} -> {label: accuracy.Score}; reads are numbered 1..n_reads by name
+    (r{i}), or pairs p{i} 1..n_reads when paired, each mate counted as a read."""
     parts = max(1, threads // max(1, len(bams)))
+    n_keys = 2 * n_reads if paired else n_reads
     tasks = []
     for bam in bams.values():
         indexed = is_sorted_indexed(Path(bam))
         regions = _regions(Path(bam), parts) if indexed else [("", 0, 0)]
-        tasks += [(str(bam), region, tolerance, not indexed) for region in regions]
-    sums = {str(b): accuracy.Score(reads_in=n_reads) for b in bams.values()}
+        tasks += [(str(bam), region, tolerance, not indexed, paired) for region in regions]
+    sums = {str(b): accuracy.Score(reads_in=n_keys, paired=paired) for b in bams.values()}
     numbers = {str(b): [] for b in bams.values()}
     records = {str(b): 0 for b in bams.values()}
     with multiprocessing.get_context("fork").Pool(max(1, min(threads, len(tasks)))) as pool:
         for path, s, nums, nrec in pool.imap_unordered(_score_region, tasks):
-            total = sums[path]
-            for field in ("primary", "mapped", "correct", "mapq20", "mapq20_correct"):
-                setattr(total, field, getattr(total, field) + getattr(s, field))
+            _add_scores(sums[path], s)
             numbers[path].append(nums)
             records[path] += nrec
     scores = {}
@@ -306,8 +327,8 @@ def score_bams(bams: dict, n_reads: int, threads: int, tolerance: int = 5) -> di
         if expected is not None and expected != records[path]:
             log(f"WARNING: {label}: scored {records[path]} records but the index counts {expected}")
         nums = np.concatenate(numbers[path]) if numbers[path] else np.zeros(0, np.int64)
-        known = (nums >= 1) & (nums <= n_reads)
-        counts = np.bincount(nums[known], minlength=n_reads + 1)[1:]
+        known = (nums >= 0) & (nums < n_keys)
+        counts = np.bincount(nums[known], minlength=n_keys)
         s = sums[path]
         s.unknown = int((~known).sum())
         s.missing = int((counts == 0).sum())
@@ -324,6 +345,17 @@ def score_dict(s: accuracy.Score) -> dict:
         "correct_pct": round(accuracy.percent(s.correct, s.reads_in), 3),
         "precision_mapq20_pct": round(accuracy.percent(s.mapq20_correct, s.mapq20), 3),
         "once_each": s.once_each, "missing": s.missing, "duplicated": s.duplicated, "unknown": s.unknown,
+    } | (_paired_dict(s) if s.paired else {})
+
+
+def _paired_dict(s: accuracy.Score) -> dict:
+    pairs = s.reads_in // 2
+    return {
+        "proper": s.proper, "properly_paired_pct": round(accuracy.percent(s.proper, s.primary), 3),
+        "r1_primary": s.mate_primary[0], "r2_primary": s.mate_primary[1],
+        "r1_correct": s.mate_correct[0], "r2_correct": s.mate_correct[1],
+        "r1_correct_pct": round(accuracy.percent(s.mate_correct[0], pairs), 3),
+        "r2_correct_pct": round(accuracy.percent(s.mate_correct[1], pairs), 3),
     }
 
 

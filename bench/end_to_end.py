@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+import accuracy
 import benchlib as bl
 from benchlib import PY, log, q
 import synth
@@ -96,17 +97,20 @@ def build_index(aligner: str, ref: Path, work: Path, args, logfile: Path) -> tup
 # --------------------------------------------------------------------------
 # mapping
 
-def map_command(aligner: str, prefix: Path, reads: Path, bam: Path, args) -> str:
+def map_command(aligner: str, prefix: Path, reads, bam: Path, args) -> str:
+    """FASTQ -> sorted, indexed BAM; ``reads`` is one FASTQ or a pair [R1, R2] (paired.py)."""
     t = args.threads
     sort = bl.sort_from_stdin(bam, t)
+    files = accuracy.quoted_files(reads)
     if aligner == "gpualign":
-        return f"{q(PY)} -m gpualign map {q(prefix)} {q(reads)} -o {q(bam)} -t {t} --backend {args.gpualign_backend}"
+        return f"{q(PY)} -m gpualign map {q(prefix)} {files} -o {q(bam)} -t {t} --backend {args.gpualign_backend}"
     if aligner == "bwa":
-        return f"bwa mem -t {t} {q(prefix)} {q(reads)} | {sort}"
+        return f"bwa mem -t {t} {q(prefix)} {files} | {sort}"
     if aligner == "minimap2":
-        return f"minimap2 -ax sr -t {t} {q(prefix)}.mmi {q(reads)} | {sort}"
+        return f"minimap2 -ax sr -t {t} {q(prefix)}.mmi {files} | {sort}"
     if aligner == "bowtie2":
-        return f"bowtie2-align-s --wrapper basic-0 -p {t} -x {q(prefix)} -U {q(reads)} | {sort}"
+        inputs = f"-U {files}" if isinstance(reads, (str, Path)) else f"-1 {q(reads[0])} -2 {q(reads[1])}"
+        return f"bowtie2-align-s --wrapper basic-0 -p {t} -x {q(prefix)} {inputs} | {sort}"
     raise ValueError(aligner)
 
 

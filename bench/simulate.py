@@ -20,13 +20,23 @@ forward strand and ``strand`` is ``+`` or ``-``.  Contig names may contain ':',
 so parse the name with ``parse_read_name`` (split once from the left for the
 number and twice from the right for position and strand).
 
-The output is a gzip FASTQ whose bytes depend only on the inputs and options.
+Paired mode (two output paths): step 3 draws a fragment instead, of length
+``max(length, round(Normal(--insert-mean, --insert-sd)))`` on a random strand;
+R1 is read from the fragment's 5' end on the fragment strand and R2 is the
+reverse complement of its other end (Illumina FR), each copied as in step 4.
+Fragments touching N or a contig end are redrawn.  Both mates carry the same
+name, ``p{num}:{contig}:{pos1}:{strand1}:{pos2}:{strand2}`` (mate 1's then
+mate 2's leftmost forward position and strand; parse with
+``parse_pair_name``); the ``p`` tells it from a single-end name.
+
+The output is gzip FASTQ whose bytes depend only on the inputs and options.
 """
 from __future__ import annotations
 
 import argparse
 import gzip
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,6 +167,20 @@ def parse_read_name(name: str) -> tuple[int, str, int, str]:
     return int(number[1:]), contig, int(pos), strand
 
 
+def format_pair_name(num: int, contig: str, mate1: tuple[int, str], mate2: tuple[int, str]) -> str:
+    """Name of both mates of pair ``num``; each mate is (1-based leftmost pos, strand)."""
+    return f"p{num}:{contig}:{mate1[0]}:{mate1[1]}:{mate2[0]}:{mate2[1]}"
+
+
+def parse_pair_name(name: str) -> tuple[int, str, tuple[int, str], tuple[int, str]]:
+    """Inverse of ``format_pair_name``: (number, contig, (pos1, strand1), (pos2, strand2))."""
+    head, pos1, strand1, pos2, strand2 = name.rsplit(":", 4)
+    number, contig = head.split(":", 1)
+    if number[:1] != "p" or not number[1:].isdigit() or {strand1, strand2} - {"+", "-"}:
+        raise ValueError(f"not a simulated pair name: {name!r}")
+    return int(number[1:]), contig, (int(pos1), strand1), (int(pos2), strand2)
+
+
 class ReadSimulator:
     """Draws reads from a (mutated) genome; see the module docstring."""
 
@@ -181,43 +205,121 @@ class ReadSimulator:
                 return contig, start, read
         raise RuntimeError(f"no N-free window found in {MAX_TRIES} tries")
 
+    def sequenced(self, read: np.ndarray) -> tuple[bytes, bytes]:
+        """Sequence and quality strings of a read (in read orientation) after errors."""
+        read, quals = add_errors(read, self.sub_rate, self.n_rate, self.rng)
+        return LETTERS[read].tobytes(), (quals + 33).astype(np.uint8).tobytes()
+
     def read(self, num: int) -> tuple[str, bytes, bytes]:
         """Return (name, sequence, quality string) of read number ``num``."""
         contig, start, read = self.draw_fragment()
         strand = "-" if self.rng.random() < 0.5 else "+"
         if strand == "-":
             read = COMPLEMENT[read[::-1]]
-        read, quals = add_errors(read, self.sub_rate, self.n_rate, self.rng)
-        qual = (quals + 33).astype(np.uint8).tobytes()
-        return format_name(num, contig.name, start + 1, strand), LETTERS[read].tobytes(), qual
+        return (format_name(num, contig.name, start + 1, strand), *self.sequenced(read))
+
+
+class PairSimulator(ReadSimulator):
+    """Draws FR read pairs from fragments; see the module docstring."""
+
+    def __init__(self, contigs, length, sub_rate, indel_rate, n_rate, rng, insert_mean, insert_sd):
+        super().__init__(contigs, length, sub_rate, indel_rate, n_rate, rng)
+        self.insert_mean, self.insert_sd = insert_mean, insert_sd
+
+    def end_read(self, seq: np.ndarray, start: int, end: int, forward: bool):
+        """Copy a read from one end of the fragment [start, end) inwards.
+
+        Returns (codes in read orientation, 0-based leftmost position, span); the
+        read is short when it runs off the contig."""
+        if forward:
+            read, span = copy_with_indels(seq, start, self.length, self.indel_rate, self.rng)
+            return read, start, span
+        # reverse-complement only a window: deletions may need a little more than length bases
+        window = COMPLEMENT[seq[max(0, end - 2 * self.length):end][::-1]]
+        read, span = copy_with_indels(window, 0, self.length, self.indel_rate, self.rng)
+        return read, end - span, span
+
+    def draw_pair(self):
+        """Return (contig, mate 1, mate 2), mates as (codes, 0-based leftmost, strand)."""
+        rng, length = self.rng, self.length
+        for _ in range(MAX_TRIES):
+            contig = self.contigs[rng.choice(len(self.contigs), p=self.weights)]
+            size = max(length, int(round(rng.normal(self.insert_mean, self.insert_sd))))
+            if size > len(contig.seq):
+                continue
+            start = int(rng.integers(0, len(contig.seq) - size + 1))
+            plus = rng.random() < 0.5
+            left = self.end_read(contig.seq, start, start + size, True)
+            right = self.end_read(contig.seq, start, start + size, False)
+            # the fragment and both mates' spans (indels can take a mate past the fragment)
+            lo, hi = min(start, right[1]), max(start + size, left[1] + left[2])
+            if len(left[0]) == len(right[0]) == length and lo >= 0 and hi <= len(contig.seq) \
+                    and not np.any(contig.seq[lo:hi] == N_CODE):
+                left, right = (left[0], left[1], "+"), (right[0], right[1], "-")
+                return (contig, left, right) if plus else (contig, right, left)
+        raise RuntimeError(f"no N-free fragment found in {MAX_TRIES} tries")
+
+    def pair(self, num: int) -> list[tuple[str, bytes, bytes]]:
+        """Return [(name, sequence, quality string)] of mates 1 and 2 of pair ``num``."""
+        contig, mate1, mate2 = self.draw_pair()
+        name = format_pair_name(num, contig.name, (mate1[1] + 1, mate1[2]), (mate2[1] + 1, mate2[2]))
+        return [(name, *self.sequenced(codes)) for codes, _, _ in (mate1, mate2)]
+
+
+@contextmanager
+def gzip_output(path):
+    """A gzip file whose bytes depend only on what is written (no name, mtime 0)."""
+    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as out:
+        yield out
+
+
+def fastq_record(name: str, seq: bytes, qual: bytes) -> bytes:
+    return b"@%s\n%s\n+\n%s\n" % (name.encode(), seq, qual)
 
 
 def simulate(args) -> int:
+    """Write the reads (or pairs, given two outputs); return their count."""
     rng = np.random.default_rng(args.seed)
     genome = apply_snps(read_fasta(Path(args.reference)), args.snp, rng)
-    sim = ReadSimulator(genome, args.length, args.sub, args.indel, args.fraction_n, rng)
-    with open(args.output, "wb") as raw, \
-            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as out:
+    rates = (args.sub, args.indel, args.fraction_n, rng)
+    if len(args.output) == 1:
+        sim = ReadSimulator(genome, args.length, *rates)
+        with gzip_output(args.output[0]) as out:
+            for num in range(1, args.num_reads + 1):
+                out.write(fastq_record(*sim.read(num)))
+        return args.num_reads
+    sim = PairSimulator(genome, args.length, *rates, args.insert_mean, args.insert_sd)
+    with gzip_output(args.output[0]) as out1, gzip_output(args.output[1]) as out2:
         for num in range(1, args.num_reads + 1):
-            name, seq, qual = sim.read(num)
-            out.write(b"@%s\n%s\n+\n%s\n" % (name.encode(), seq, qual))
+            mate1, mate2 = sim.pair(num)
+            out1.write(fastq_record(*mate1))
+            out2.write(fastq_record(*mate2))
     return args.num_reads
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("reference", help="reference FASTA (.fa or .fa.gz)")
-    parser.add_argument("-n", "--num-reads", type=int, required=True)
+    parser.add_argument("-n", "--num-reads", type=int, required=True, help="reads, or pairs when paired")
     parser.add_argument("-l", "--length", type=int, default=100)
     parser.add_argument("--sub", type=float, default=0.01, help="sequencing substitution rate")
     parser.add_argument("--indel", type=float, default=0.001, help="indel rate per read base")
     parser.add_argument("--snp", type=float, default=0.001, help="SNP rate of the sample genome")
     parser.add_argument("--fraction-n", type=float, default=0.0, help="rate of N read bases")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("-o", "--output", required=True, help="output FASTQ (gzip)")
+    parser.add_argument("-o", "--output", required=True, nargs="+", metavar="FQ_GZ",
+                        help="output FASTQ (gzip); two paths (R1 R2) simulate pairs")
+    parser.add_argument("--insert-mean", type=float, default=400.0,
+                        help="mean fragment length of pairs [400]")
+    parser.add_argument("--insert-sd", type=float, default=40.0,
+                        help="standard deviation of the fragment length [40]")
     args = parser.parse_args(argv)
     if args.num_reads < 0 or args.length < 2 * EDGE + 1:
         parser.error(f"need -n >= 0 and -l >= {2 * EDGE + 1}")
+    if len(args.output) > 2 or len(set(args.output)) != len(args.output):
+        parser.error("-o takes one path, or two different paths for pairs")
+    if args.insert_sd < 0:
+        parser.error("--insert-sd must be >= 0")
     for rate in ("sub", "indel", "snp", "fraction_n"):
         if not 0.0 <= getattr(args, rate) <= 1.0:
             parser.error(f"--{rate.replace('_', '-')} must be within [0, 1]")
@@ -227,7 +329,8 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     count = simulate(args)
-    print(f"wrote {count} reads to {args.output}", file=sys.stderr)
+    what = "reads" if len(args.output) == 1 else "pairs"
+    print(f"wrote {count} {what} to {' and '.join(args.output)}", file=sys.stderr)
     return 0
 
 

@@ -30,7 +30,12 @@ BGZF_INPUT = 0xFF00          # bytes of input per block, as htslib
 BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 SEQ_NIBBLE = np.array([1, 2, 4, 8, 15], dtype=np.uint8)   # A C G T N in BAM's 4-bit code
 BASE_CHAR = np.frombuffer(b"ACGTN", dtype=np.uint8)
-FLAG_REVERSE, FLAG_UNMAPPED = 0x10, 0x4
+FLAG_PAIRED, FLAG_PROPER, FLAG_UNMAPPED, FLAG_MATE_UNMAPPED = 0x1, 0x2, 0x4, 0x8
+FLAG_REVERSE, FLAG_MATE_REVERSE, FLAG_READ1, FLAG_READ2 = 0x10, 0x20, 0x40, 0x80
+CIGAR_CHARS = np.frombuffer(b"MIDNSHP=X", dtype=np.uint8)
+MC_NONE = np.frombuffer(b"MCZ*\x00", dtype=np.uint8)
+# columns of record_fields
+F_FLAG, F_RID, F_POS, F_END, F_MRID, F_MPOS, F_TLEN, F_MQ = range(8)
 
 
 @njit(cache=True, nogil=True)
@@ -133,9 +138,93 @@ def md_and_nm(q, qoff, ops, lens, obase, nops, qs, g_packed, g_nmask, gstart, bu
 
 
 @njit(cache=True, nogil=True)
+def record_fields(row_of, key, mapq, proper, trace, ops, lens, maxops, c_off, paired):
+    """Per read: flag, refID, pos, end, mate refID, mate pos, TLEN, mate MAPQ (-1: no MQ tag).
+
+    Paired batches interleave mates (read r's mate is r ^ 1). An unmapped read whose mate mapped
+    takes the mate's refID and pos (as samtools expects, so it sorts next to it); TLEN runs from
+    this read's 5' end to its mate's, as samtools fixmate computes it.
+    """
+    n = row_of.shape[0]
+    f = np.full((n, 8), -1, dtype=np.int64)
+    for r in range(n):
+        row = row_of[r]
+        f[r, F_FLAG] = FLAG_UNMAPPED
+        f[r, F_TLEN] = 0
+        if row >= 0:
+            gstart = trace[row, 2]
+            rid = contig_of(c_off, gstart)
+            span = 0
+            for x in range(trace[row, 5]):
+                if ops[row * maxops + x] == OP_M or ops[row * maxops + x] == OP_D:
+                    span += lens[row * maxops + x]
+            f[r, F_FLAG] = FLAG_REVERSE if key[r] >= STRAND_BIT else 0
+            f[r, F_RID] = rid
+            f[r, F_POS] = gstart - c_off[rid]
+            f[r, F_END] = gstart - c_off[rid] + span
+    if not paired:
+        return f
+    for r in range(n):
+        m = r ^ 1
+        mine = row_of[r] >= 0
+        mates = row_of[m] >= 0
+        flag = f[r, F_FLAG] | FLAG_PAIRED | (FLAG_READ1 if r % 2 == 0 else FLAG_READ2)
+        if not mates:
+            flag |= FLAG_MATE_UNMAPPED
+        elif f[m, F_FLAG] & FLAG_REVERSE:
+            flag |= FLAG_MATE_REVERSE
+        if mine and mates and proper[r]:
+            flag |= FLAG_PROPER
+        f[r, F_FLAG] = flag
+    for r in range(n):
+        m = r ^ 1
+        mine = row_of[r] >= 0
+        mates = row_of[m] >= 0
+        if mates:
+            f[r, F_MRID] = f[m, F_RID]
+            f[r, F_MPOS] = f[m, F_POS]
+            f[r, F_MQ] = mapq[m]
+            if not mine:   # placed at its mate
+                f[r, F_RID] = f[m, F_RID]
+                f[r, F_POS] = f[m, F_POS]
+        elif mine:
+            f[r, F_MRID] = f[r, F_RID]
+            f[r, F_MPOS] = f[r, F_POS]
+        if mine and mates and f[r, F_RID] == f[m, F_RID]:
+            five = f[r, F_END] if f[r, F_FLAG] & FLAG_REVERSE else f[r, F_POS]
+            mate_five = f[m, F_END] if f[m, F_FLAG] & FLAG_REVERSE else f[m, F_POS]
+            f[r, F_TLEN] = mate_five - five
+    return f
+
+
+@njit(cache=True, nogil=True)
+def put_cigar_text(buf, off, row, n, ops, lens, maxops, trace, write):
+    """The CIGAR of traceback row `row` (read length n) as text, soft clips included (the MC tag)."""
+    qs = trace[row, 1]
+    qe = trace[row, 3]
+    if qs > 0:
+        off = put_decimal(buf, off, qs, write)
+        if write:
+            buf[off] = 83   # 'S'
+        off += 1
+    for x in range(trace[row, 5]):
+        off = put_decimal(buf, off, lens[row * maxops + x], write)
+        if write:
+            buf[off] = CIGAR_CHARS[ops[row * maxops + x]]
+        off += 1
+    if qe < n:
+        off = put_decimal(buf, off, n - qe, write)
+        if write:
+            buf[off] = 83
+        off += 1
+    return off
+
+
+@njit(cache=True, nogil=True)
 def encode_record(r, row, names, name_off, codes, rc_codes, quals, read_off, key, mapq, score, sub,
-                  ops, lens, maxops, trace, g_packed, g_nmask, c_off, rg, buf, off, write):
-    """One BAM record of read r (row: its row in the traceback arrays, -1 if unmapped) at off.
+                  ops, lens, maxops, trace, g_packed, g_nmask, c_off, rg, fields, mate_row, buf, off, write):
+    """One BAM record of read r (row: its row in the traceback arrays, -1 if unmapped; fields: its
+    record_fields row; mate_row: its mate's traceback row, -1 for none) at off.
     Returns the offset after it; with write False only measures."""
     start = off
     n = read_off[r + 1] - read_off[r]
@@ -162,18 +251,21 @@ def encode_record(r, row, names, name_off, codes, rc_codes, quals, read_off, key
             if ops[row * maxops + x] == OP_M or ops[row * maxops + x] == OP_D:
                 span += lens[row * maxops + x]
         ncig = nops + (1 if qs > 0 else 0) + (1 if qe < n else 0)
+    if row < 0:   # unmapped: placed at its mate's position when the mate mapped
+        rid = fields[F_RID]
+        pos = fields[F_POS]
     off += 4                                   # block_size, filled below
     off = put_int(buf, off, rid, 4, write)
     off = put_int(buf, off, pos, 4, write)
     off = put_int(buf, off, lname + 1, 1, write)
     off = put_int(buf, off, mapq[r] if row >= 0 else 0, 1, write)
-    off = put_int(buf, off, reg2bin(pos, pos + span) if row >= 0 else reg2bin(-1, 0), 2, write)
+    off = put_int(buf, off, reg2bin(pos, pos + max(span, 1)) if pos >= 0 else reg2bin(-1, 0), 2, write)
     off = put_int(buf, off, ncig, 2, write)
-    off = put_int(buf, off, (FLAG_REVERSE if reverse else 0) if row >= 0 else FLAG_UNMAPPED, 2, write)
+    off = put_int(buf, off, fields[F_FLAG], 2, write)
     off = put_int(buf, off, n, 4, write)
-    off = put_int(buf, off, -1, 4, write)      # next refID
-    off = put_int(buf, off, -1, 4, write)      # next pos
-    off = put_int(buf, off, 0, 4, write)       # tlen
+    off = put_int(buf, off, fields[F_MRID], 4, write)      # next refID
+    off = put_int(buf, off, fields[F_MPOS], 4, write)      # next pos
+    off = put_int(buf, off, fields[F_TLEN], 4, write)
     for i in range(lname):
         if write:
             buf[off + i] = names[name_off[r] + i]
@@ -214,6 +306,21 @@ def encode_record(r, row, names, name_off, codes, rc_codes, quals, read_off, key
         off = put_int_tag(buf, off, 65, 83, score[r], write)    # AS
         if sub[r] >= 0:
             off = put_int_tag(buf, off, 88, 83, sub[r], write)  # XS
+    if mate_row >= 0:
+        if write:
+            buf[off] = 77   # 'M'
+            buf[off + 1] = 67  # 'C'
+            buf[off + 2] = 90  # 'Z'
+        m = r ^ 1
+        off = put_cigar_text(buf, off + 3, mate_row, read_off[m + 1] - read_off[m], ops, lens, maxops, trace, write)
+        if write:
+            buf[off] = 0
+        off += 1
+        off = put_int_tag(buf, off, 77, 81, fields[F_MQ], write)   # MQ
+    elif row >= 0 and fields[F_FLAG] & FLAG_MATE_UNMAPPED:   # MC:Z:* as samtools fixmate writes it
+        if write:
+            buf[off:off + 5] = MC_NONE
+        off += 5
     if rg.shape[0] > 0:
         if write:
             buf[off] = 82   # 'R'
@@ -232,29 +339,29 @@ UNMAPPED_KEY = np.iinfo(np.int64).max   # unmapped reads sort last, in input ord
 
 @njit(cache=True, nogil=True)
 def encode_batch(row_of, names, name_off, codes, rc_codes, quals, read_off, key, mapq, score, sub,
-                 ops, lens, maxops, trace, g_packed, g_nmask, c_off, rg):
+                 ops, lens, maxops, trace, g_packed, g_nmask, c_off, rg, proper, paired):
     """All records of a batch, in read order: (bytes, record offsets[n+1], coordinate sort keys).
 
     Serial and GIL-free: batches are encoded side by side on threads while the next one maps.
     A sort key orders by contig, position, then forward before reverse strand (as samtools).
     """
     n = row_of.shape[0]
+    fields = record_fields(row_of, key, mapq, proper, trace, ops, lens, maxops, c_off, paired)
     offsets = np.zeros(n + 1, dtype=np.int64)
     scratch = np.zeros(1, dtype=np.uint8)
     for r in range(n):
+        mate_row = row_of[r ^ 1] if paired else -1
         offsets[r + 1] = offsets[r] + encode_record(
             r, row_of[r], names, name_off, codes, rc_codes, quals, read_off, key, mapq, score, sub, ops, lens,
-            maxops, trace, g_packed, g_nmask, c_off, rg, scratch, 0, False)
+            maxops, trace, g_packed, g_nmask, c_off, rg, fields[r], mate_row, scratch, 0, False)
     buf = np.empty(offsets[n], dtype=np.uint8)
     keys = np.full(n, UNMAPPED_KEY, dtype=np.int64)
     for r in range(n):
+        mate_row = row_of[r ^ 1] if paired else -1
         encode_record(r, row_of[r], names, name_off, codes, rc_codes, quals, read_off, key, mapq, score, sub,
-                      ops, lens, maxops, trace, g_packed, g_nmask, c_off, rg, buf, offsets[r], True)
-        row = row_of[r]
-        if row >= 0:
-            gstart = trace[row, 2]
-            rid = contig_of(c_off, gstart)
-            keys[r] = (rid << 33) | ((gstart - c_off[rid]) << 1) | (1 if key[r] >= STRAND_BIT else 0)
+                      ops, lens, maxops, trace, g_packed, g_nmask, c_off, rg, fields[r], mate_row, buf, offsets[r], True)
+        if fields[r, F_RID] >= 0:
+            keys[r] = (fields[r, F_RID] << 33) | (fields[r, F_POS] << 1) | (1 if fields[r, F_FLAG] & FLAG_REVERSE else 0)
     return buf, offsets, keys
 
 

@@ -14,7 +14,9 @@ import pysam
 
 from .atomic import atomic_path
 from .errors import InputError
-from .fastq import checked_records, chunks, cut_records
+from .fastq import checked_records, chunks, cut_records, read_pair_batches
+from .pairing import INSERT_BLOCK, block_starts
+from .reads import interleave, subset, to_fastq
 
 SPLIT_BATCH = 1 << 20   # records cut and checked at a time while splitting
 
@@ -59,6 +61,35 @@ def split_fastq(path: str, outputs: list[str], threads: int = 1) -> list[int]:
         for w in writers:
             w.close()
     return sizes
+
+
+def split_pairs(path1: str, path2: str, outputs: list[str], threads: int = 1) -> list[int]:
+    """Cut paired FASTQ files into len(outputs) plain FASTQ files of consecutive fragments, mates
+    interleaved (R1, R2, R1, ...), as the mapper reads them; returns the reads per chunk.
+
+    Chunks break only between insert-size blocks (pairing.block_starts), so each block's estimate
+    sees the fragments it sees in the unsplit run and the merged BAM equals the unsplit one.
+    Records are written as the mapper read them (names without /1 /2, bases as ACGTN).
+    """
+    blocks = block_starts(count_records(path1, threads), INSERT_BLOCK)
+    nb = len(blocks) - 1
+    bounds = [int(blocks[c * nb // len(outputs)]) for c in range(len(outputs))] + [int(blocks[-1])]
+    with contextlib.ExitStack() as stack:
+        tmps = [stack.enter_context(atomic_path(out)) for out in outputs]
+        writers = [stack.enter_context(open_chunk_writer(tmp)) for tmp in tmps]
+        c, done = 0, 0
+        for a, b in read_pair_batches(path1, path2, 1, SPLIT_BATCH, threads):
+            start = 0
+            while start < len(a):
+                while done == bounds[c + 1]:
+                    c += 1
+                take = min(len(a) - start, bounds[c + 1] - done)
+                part = interleave(subset(a, start, start + take), subset(b, start, start + take))
+                writers[c].write(to_fastq(part))
+                start, done = start + take, done + take
+        for w in writers:
+            w.close()
+    return [2 * (bounds[c + 1] - bounds[c]) for c in range(len(outputs))]
 
 
 def merge_sorted_bams(inputs: list[str], out_bam: str, threads: int = 1, level: int = 1):

@@ -26,7 +26,8 @@ def get_argument_parser() -> argparse.ArgumentParser:
 
     mp = sub.add_parser("map", help="align reads; SAM to stdout, or a coordinate-sorted, indexed BAM with -o X.bam")
     mp.add_argument("prefix", help="index prefix given to `gpualign index`")
-    mp.add_argument("reads", help="reads, FASTQ plain or gzip")
+    mp.add_argument("reads", help="reads, FASTQ plain or gzip (R1 of paired reads)")
+    mp.add_argument("mates", nargs="?", help="R2 of paired reads: the mates, in the same order as in READS")
     mp.add_argument("-o", "--output", default="-", help="output: X.bam for a sorted BAM plus X.bam.bai, anything else SAM in read order; default SAM on stdout")
     mp.add_argument("--unsorted", action="store_true", help="write the BAM in read order, without an index")
     mp.add_argument("-l", "--compression-level", type=int, default=1, choices=range(0, 10), metavar="0-9",
@@ -73,17 +74,21 @@ def read_group(rg_id, sample):
 
 
 def run_map(args, log, argv):
-    from .fastq import read_batches
+    from .fastq import read_batches, read_interleaved_pairs
     from .mapper import map_reads
     import numba
     threads = max(1, args.threads)
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     params = MapParams(**{n: getattr(args, n) for n in MapParams.names()}).check()
     genome, index = load_prefix(args.prefix)
-    reads = read_batches(args.reads, index.k, params.batch_size, threads)
+    if args.mates:
+        reads = read_interleaved_pairs(args.reads, args.mates, index.k, params.batch_size, threads)
+    else:
+        reads = read_batches(args.reads, index.k, params.batch_size, threads)
     command_line = "gpualign " + " ".join(shlex.quote(a) for a in argv)
     options = dict(p=params, backend_name=args.backend, threads=threads, read_group=read_group(args.rg_id, args.sample),
-                   command_line=command_line, log=log, compression_level=args.compression_level)
+                   command_line=command_line, log=log, compression_level=args.compression_level,
+                   paired=bool(args.mates))
     if args.output == "-" or not args.output.endswith(".bam"):
         if args.output == "-":
             map_reads(genome, index, reads, "-", sam=True, **options)

@@ -558,3 +558,55 @@ def tidy_cigars(ops, lens, nops):
     ops, lens = ops[:, :width], lens[:, :width]
     unused = np.arange(width)[None, :] >= nops[:, None]
     return np.where(unused, 0, ops).astype(np.uint8), np.where(unused, 0, lens).astype(np.int32)
+
+
+@njit(cache=True)
+def rescue_align(q, qoff, n, g_packed, g_nmask, wstart, wlen, match, mismatch, gap_open, gap_ext,
+                 H, E, soff, sstride, res):
+    """Smith-Waterman (Gotoh affine gaps, score only) of a whole read against a reference window:
+    mate rescue, where the read's diagonal is unknown anywhere in the window the insert size allows.
+
+    Columns (window bases) outer, rows (read bases) inner, so scratch is one column of n+1 cells
+    of H and E at H/E[soff + i * sstride] (per thread contiguous on the CPU, interleaved across
+    threads on the GPU). res[0] = best score (the first maximum in that order), res[1] = its row,
+    res[2] = its column; the read's diagonal is then wstart + res[2] - res[1].
+    """
+    for i in range(n + 1):
+        H[soff + i * sstride] = 0
+        E[soff + i * sstride] = NEG
+    best = 0
+    bi = 0
+    bj = 0
+    for j in range(1, wlen + 1):
+        rb = base_at(g_packed, g_nmask, wstart + j - 1)
+        diag = 0      # H[i-1][j-1]; row 0 is all zero in local alignment
+        h_up = 0      # H[i-1][j]
+        f = NEG       # gap along the read (an insertion), running down the column
+        for i in range(1, n + 1):
+            at = soff + i * sstride
+            qb = q[qoff + i - 1]
+            e = H[at] - gap_open - gap_ext          # gap along the reference (a deletion), from the left
+            if E[at] - gap_ext > e:
+                e = E[at] - gap_ext
+            if h_up - gap_open - gap_ext > f - gap_ext:
+                f = h_up - gap_open - gap_ext
+            else:
+                f = f - gap_ext
+            h = diag + (match if (qb == rb and qb < 4) else -mismatch)
+            if e > h:
+                h = e
+            if f > h:
+                h = f
+            if h < 0:
+                h = 0
+            diag = H[at]
+            H[at] = h
+            E[at] = e
+            h_up = h
+            if h > best:
+                best = h
+                bi = i
+                bj = j
+    res[0] = best
+    res[1] = bi
+    res[2] = bj

@@ -10,7 +10,7 @@ use_versioned_cache()  # before any @njit / @cuda.jit below
 import numpy as np
 from numba import njit, prange
 
-from .core import exact_hits, extend_pair, find_candidates, tidy_cigars, trace_pair
+from .core import exact_hits, extend_pair, find_candidates, rescue_align, tidy_cigars, trace_pair
 
 NAME = "cpu"
 
@@ -116,3 +116,29 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
            genome.packed, genome.nmask, genome.offsets, genome.ends, genome.size, p.max_indels,
            p.match, p.mismatch, p.gap_open, p.gap_extend, maxops, ops, lens, out)
     return (*tidy_cigars(ops.reshape(m, maxops), lens.reshape(m, maxops), out[:, 5]), out)
+
+
+@njit(parallel=True, cache=True)
+def _rescue(task_read, task_strand, task_start, task_len, codes, rc_codes, read_off, g_packed, g_nmask,
+            match, mismatch, gap_open, gap_ext, out):
+    for x in prange(task_read.shape[0]):
+        r = task_read[x]
+        n = read_off[r + 1] - read_off[r]
+        H = np.empty(n + 1, dtype=np.int32)
+        E = np.empty(n + 1, dtype=np.int32)
+        res = np.zeros(3, dtype=np.int64)
+        rescue_align(rc_codes if task_strand[x] == 1 else codes, read_off[r], n, g_packed, g_nmask,
+                     task_start[x], task_len[x], match, mismatch, gap_open, gap_ext, H, E, 0, 1, res)
+        out[x, 0] = res[0]
+        out[x, 1] = res[1]
+        out[x, 2] = res[2]
+
+
+def rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p):
+    """Mate rescue: each task's read (strand 1: its reverse complement) aligned locally anywhere in a
+    reference window [task_start, + task_len): out[m, 3] = best score, its read row, its window column."""
+    out = np.zeros((len(task_read), 3), dtype=np.int64)
+    _rescue(*(np.asarray(a, dtype=np.int64) for a in (task_read, task_strand, task_start, task_len)),
+            reads.codes, reads.rc_codes, reads.read_off, genome.packed, genome.nmask,
+            p.match, p.mismatch, p.gap_open, p.gap_extend, out)
+    return out

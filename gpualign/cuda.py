@@ -37,7 +37,7 @@ RESEED_CHUNK = 16384         # reads re-seeded per launch: 128 KB of hit scratch
 _SHARED = ["base_at", "genome_word", "any_n", "contig_of", "read_matches_at", "exact_hits",
            "seed_kmer", "seed_offset", "collect_seed_hits", "merge_sort_runs",
            "find_candidates", "window_of", "banded_dp", "local_can_win", "skip_local", "push_op", "traceback",
-           "extend_pair", "trace_pair"]
+           "extend_pair", "trace_pair", "rescue_align"]
 
 
 def _device_functions():
@@ -55,6 +55,7 @@ d_exact_hits = _dev["exact_hits"]
 d_find_candidates = _dev["find_candidates"]
 d_extend_pair = _dev["extend_pair"]
 d_trace_pair = _dev["trace_pair"]
+d_rescue_align = _dev["rescue_align"]
 
 
 @cuda.jit(cache=True)
@@ -109,6 +110,24 @@ def _trace_kernel(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_pac
                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
                  tb, x * maxlen * (2 * t + 1), cuda.local.array(4, dtype=np.int64),
                  cuda.local.array(4, dtype=np.int64), ops, lens, x, sel_read.shape[0], out)
+
+
+@cuda.jit(cache=True)
+def _rescue_kernel(task_read, task_strand, task_start, task_len, codes, rc_codes, read_off, g_packed, g_nmask,
+                   match, mismatch, gap_open, gap_ext, H, E, out):
+    x = cuda.grid(1)
+    m = task_read.shape[0]
+    if x >= m:
+        return
+    r = task_read[x]
+    res = cuda.local.array(3, dtype=np.int64)
+    # scratch cell i of task x at [i * m + x]: neighbouring threads touch neighbouring words
+    d_rescue_align(rc_codes if task_strand[x] == 1 else codes, read_off[r], read_off[r + 1] - read_off[r],
+                   g_packed, g_nmask, task_start[x], task_len[x], match, mismatch, gap_open, gap_ext,
+                   H, E, x, m, res)
+    out[x, 0] = res[0]
+    out[x, 1] = res[1]
+    out[x, 2] = res[2]
 
 
 # Host code below reaches the API as numba.cuda: while a kernel runs in numba's CUDA simulator, the
@@ -271,3 +290,17 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
     width = max(1, int(out[:, 5].max(initial=0)))
     ops, lens = _fetch(ops[:width * m], lens[:width * m])
     return (*core.tidy_cigars(ops.reshape(width, m).T, lens.reshape(width, m).T, out[:, 5]), out)
+
+
+def rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p):
+    m = len(task_read)
+    rows = int(reads.lengths.max(initial=0)) + 1
+    H = _empty(max(m, 1) * rows, np.int32)   # initialised by the kernel
+    E = _empty(max(m, 1) * rows, np.int32)
+    out = _empty((max(m, 1), 3), np.int64)
+    tasks = [_upload(name, np.asarray(a, dtype=np.int64)) for name, a in
+             (("task_read", task_read), ("task_strand", task_strand), ("task_start", task_start), ("task_len", task_len))]
+    _launch(_rescue_kernel, m, *tasks, *_read_arrays(reads, "codes", "rc_codes", "read_off"),
+            _on_device(genome.packed), _on_device(genome.nmask), p.match, p.mismatch, p.gap_open, p.gap_extend,
+            H, E, out)
+    return _fetch(out[:m])[0]

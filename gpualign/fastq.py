@@ -289,3 +289,12 @@ def read_pair_batches(path1: str, path2: str, k: int, batch_size: int, threads: 
         yield a, b
     if next(second, None) is not None:
         raise InputError(f"reads {path2} has more records than {path1} ({done})")
+
+
+def read_interleaved_pairs(path1: str, path2: str, k: int, batch_size: int, threads: int = 1):
+    """Paired batches for the mapper: mates interleaved (read 2i from path1, 2i+1 from path2), each
+    batch whole blocks of insert-size estimation (pairing.fragments_per_batch)."""
+    from .pairing import fragments_per_batch
+    from .reads import interleave
+    for a, b in read_pair_batches(path1, path2, k, fragments_per_batch(batch_size), threads):
+        yield interleave(a, b)

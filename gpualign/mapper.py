@@ -21,13 +21,15 @@ import numpy as np
 import pysam
 from numba import njit, prange
 
-from .bamio import encode_batch
+from .bamio import encode_batch, record_fields
 from .bamout import SortedBam, UnsortedBam
 from .core import NEG, STRAND_BIT
 from .errors import InputError
+from . import pairing
 from .params import MapParams
+from .placement import all_loci, locus_scores, mapq_of
 from .reads import Reads, subset
-from .sam import full_cigar, make_header, mapped_record, md_nm, ref_span, unmapped_record
+from .sam import full_cigar, make_header, mapped_record, md_nm, ref_span, set_mate_fields, unmapped_record
 from .threads import ordered_map
 
 
@@ -99,33 +101,7 @@ def choose_one(r, lengths, name_hash, pair_start, pair_key, ext, incomplete, t, 
     out_key[r] = -1
     if b == a:
         return
-    for x in range(a, b):
-        g = ext[x, 0]
-        lscore = ext[x, 2]
-        clips = (1 if ext[x, 5] > 0 else 0) + (1 if ext[x, 3] < n else 0)
-        y = x - a
-        if g > NEG // 2 and g >= lscore - clip_penalty * clips:
-            eff[y] = g
-            raw[y] = g
-            loc[y] = 0
-            end[y] = ext[x, 6] + ext[x, 1]
-            span[y] = n
-        else:
-            eff[y] = lscore - clip_penalty * clips
-            raw[y] = lscore
-            loc[y] = 1
-            end[y] = ext[x, 6] + ext[x, 4]
-            span[y] = ext[x, 3] - ext[x, 5]
-    # one locus, one score: drop pairs shadowed by a better (or equal, earlier) pair nearby
-    keep[:b - a] = True
-    for y in range(b - a):
-        sy = pair_key[a + y] >= STRAND_BIT
-        for z in range(b - a):
-            if z == y or (pair_key[a + z] >= STRAND_BIT) != sy or abs(end[z] - end[y]) > t:
-                continue
-            if eff[z] > eff[y] or (eff[z] == eff[y] and z < y):
-                keep[y] = False
-                break
+    locus_scores(a, b, n, pair_key, ext, t, clip_penalty, eff, raw, loc, end, span, keep, 0)
     best = NEG
     for y in range(b - a):
         if keep[y] and eff[y] > best:
@@ -160,29 +136,6 @@ def choose_one(r, lengths, name_hash, pair_start, pair_key, ext, incomplete, t, 
                                                    match, mismatch, min_score)
 
 
-@njit(cache=True)
-def mapq_of(best, second, nties, score, aligned, match, mismatch, min_score):
-    """MAPQ from the gap between the best and second-best locus, scaled down for poor identity.
-
-    About 6 per match-score unit of lead (a lead of one mismatch, 5 points, gives 30); with no
-    second locus the lead is measured from two thirds of min_score. Ties give 0; capped at 60.
-    """
-    if nties > 1:
-        return 0
-    sub = (2 * min_score) // 3
-    if second > sub:
-        sub = second
-    if best <= sub:
-        return 0
-    identity = 1.0
-    if aligned > 0:
-        identity = 1.0 - (aligned * match - score) / (match + mismatch) / aligned
-    if identity < 0.0:
-        identity = 0.0
-    q = int(6.0 * (best - sub) / match * identity * identity + 0.499)
-    return 60 if q > 60 else q
-
-
 @dataclass
 class BatchResult:
     key: np.ndarray       # primary candidate key per read, -1 unmapped
@@ -194,6 +147,8 @@ class BatchResult:
     lens: np.ndarray
     trace: np.ndarray     # score, first aligned base, reference start, end row, end column, nops
     mapped: np.ndarray    # indices of mapped reads in the batch
+    proper: np.ndarray | None = None   # paired batches: 1 where the read is part of a proper pair
+    inserts: np.ndarray | None = None  # paired batches: pairing.insert_estimates of each block
 
 
 class StageTimes:
@@ -228,7 +183,7 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTi
         ncand, ckeys, cvotes, dropped = reseed_incomplete(batch, need, counts, index, p, backend,
                                                           ncand, ckeys, cvotes, dropped)
     with times("choice"):
-        pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys)
+        pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys, False)
         incomplete = search_incomplete(n, need, cvotes, dropped, counts)
     with times("extension"):
         ext = backend.extend_stage(batch, genome, pair_read, pair_key, p)
@@ -245,6 +200,80 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTi
     with times("traceback"):
         ops, lens, trace = backend.traceback_stage(batch, genome, mapped, key[mapped], local[mapped], p)
     return BatchResult(key, local, score, sub, mapq, ops, lens, trace, mapped)
+
+
+def map_pair_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTimes | None = None) -> BatchResult:
+    """map_batch for interleaved mates (read 2i is R1 of fragment i, 2i+1 its R2): every read's
+    loci as map_batch finds them, the insert-size estimate of each block, mate rescue on the backend,
+    then both mates' placements chosen together (pairing.py)."""
+    times = times or StageTimes()
+    n = len(batch)
+    lengths = batch.lengths
+    with times("exact match"):
+        counts, ekeys = backend.exact_stage(batch, genome, index, p)
+    need = np.flatnonzero(counts < 2)
+    with times("seeding"):
+        ncand, ckeys, cvotes, dropped = backend.candidate_stage(batch, need, index, p)
+        ncand, ckeys, cvotes, dropped = reseed_incomplete(batch, need, counts, index, p, backend,
+                                                          ncand, ckeys, cvotes, dropped)
+    with times("choice"):
+        pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys, True)
+        incomplete = search_incomplete(n, need, cvotes, dropped, counts) | (counts > p.max_exact)
+    with times("extension"):
+        ext = backend.extend_stage(batch, genome, pair_read, pair_key, p)
+    key, local, score, sub, mapq = single_end_choice(batch, pair_start, pair_key, ext, incomplete, p, times)
+    with times("pairing"):
+        starts = pairing.block_starts(n // 2, pairing.INSERT_BLOCK)
+        block = pairing.block_of_fragments(starts, n // 2)
+        inserts = pairing.insert_estimates(key, mapq, incomplete, lengths, genome.offsets, starts)
+        eff, raw, loc, span, keep = all_loci(pair_start, pair_key, ext, lengths, p.max_indels, p.clip_penalty)
+        tasks = pairing.rescue_tasks(pair_start, pair_key, eff, keep, lengths, block, inserts, genome.offsets,
+                                     genome.ends, p.max_indels, p.min_score, p.unpaired_penalty)
+    if len(tasks[0]):
+        with times("mate rescue"):
+            found = backend.rescue_stage(batch, genome, *tasks, p)
+            new_key = pairing.rescued_keys(tasks[1], tasks[2], found, p.min_score)
+            new_read = tasks[0][new_key >= 0]
+            new_key = new_key[new_key >= 0]
+        if len(new_key):
+            with times("extension"):
+                new_ext = backend.extend_stage(batch, genome, new_read, new_key, p)
+            pair_read, pair_key, pair_start, ext = merge_candidates(n, pair_read, pair_key, ext, new_read, new_key,
+                                                                    new_ext)
+            key, local, score, sub, mapq = single_end_choice(batch, pair_start, pair_key, ext, incomplete, p, times)
+            eff, raw, loc, span, keep = all_loci(pair_start, pair_key, ext, lengths, p.max_indels, p.clip_penalty)
+    proper = np.zeros(n, dtype=np.int64)
+    with times("pairing"), HOST_PARALLEL:
+        pairing.choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, batch.name_hash, incomplete,
+                                 block, inserts, genome.offsets, p.match, p.mismatch, p.min_score, p.unpaired_penalty,
+                                 key, local, score, sub, mapq, proper)
+    mapped = np.flatnonzero(key >= 0)
+    with times("traceback"):
+        ops, lens, trace = backend.traceback_stage(batch, genome, mapped, key[mapped], local[mapped], p)
+    return BatchResult(key, local, score, sub, mapq, ops, lens, trace, mapped, proper, inserts)
+
+
+def single_end_choice(batch, pair_start, pair_key, ext, incomplete, p, times):
+    """Each read's own best placement (key, local, score, sub, mapq), as map_batch chooses it."""
+    n = len(batch)
+    key = np.full(n, -1, dtype=np.int64)
+    local = np.zeros(n, dtype=np.int64)
+    score = np.zeros(n, dtype=np.int64)
+    sub = np.full(n, -1, dtype=np.int64)
+    mapq = np.zeros(n, dtype=np.int64)
+    with times("choice"), HOST_PARALLEL:
+        choose(batch.lengths, batch.name_hash, pair_start, pair_key, ext, incomplete, p.max_indels, p.match,
+               p.mismatch, p.clip_penalty, p.min_score, key, local, score, sub, mapq)
+    return key, local, score, sub, mapq
+
+
+def merge_candidates(n, pair_read, pair_key, ext, new_read, new_key, new_ext):
+    """Candidates with rescued ones added after each read's own (a stable regrouping by read)."""
+    reads = np.concatenate((pair_read, new_read))
+    order = np.argsort(reads, kind="stable")
+    pair_start = np.zeros(n + 1, dtype=np.int64)
+    pair_start[1:] = np.cumsum(np.bincount(reads, minlength=n))
+    return reads[order], np.concatenate((pair_key, new_key))[order], pair_start, np.concatenate((ext, new_ext))[order]
 
 
 # Reads whose candidate search was cut short (as in high-copy repeats) are seeded again with this
@@ -281,8 +310,9 @@ VOTE_FRACTION = 4
 
 
 @njit(cache=True, nogil=True)
-def candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys):
-    """(read, key) pairs to extend, grouped by read; a single exact hit is always a candidate."""
+def candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys, multi_exact):
+    """(read, key) pairs to extend, grouped by read; a single exact hit is always a candidate, and
+    with multi_exact (paired reads, where the mate can tell copies apart) every stored exact hit."""
     kept = np.zeros(need.shape[0], dtype=np.int64)
     per_read = np.zeros(n, dtype=np.int64)
     for x in range(need.shape[0]):
@@ -291,6 +321,10 @@ def candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys):
             c += 1
         kept[x] = c
         per_read[need[x]] = c + (1 if counts[need[x]] == 1 else 0)
+    if multi_exact:
+        for r in range(n):
+            if counts[r] >= 2:
+                per_read[r] = min(counts[r], ekeys.shape[1])
     pair_start = np.zeros(n + 1, dtype=np.int64)
     pair_start[1:] = np.cumsum(per_read)
     pair_read = np.empty(pair_start[n], dtype=np.int64)
@@ -303,6 +337,10 @@ def candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys):
         pair_key[s:s + kept[x]] = ckeys[x, :kept[x]]
         if counts[r] == 1:
             pair_key[s + kept[x]] = ekeys[r, 0]
+    if multi_exact:
+        for r in range(n):
+            if counts[r] >= 2:
+                pair_key[pair_start[r]:pair_start[r + 1]] = ekeys[r, :pair_start[r + 1] - pair_start[r]]
     return pair_read, pair_key, pair_start
 
 
@@ -333,15 +371,19 @@ def place_multi_exact(counts, ekeys, name_hash, lengths, max_exact, match, key, 
 
 
 def batch_records(batch: Reads, res: BatchResult, genome, header, rg_id):
-    """pysam records of a batch, in input order."""
+    """pysam records of a batch, in input order (SAM output; the same fields as the BAM encoder's)."""
     row_of = np.full(len(batch), -1, dtype=np.int64)
     row_of[res.mapped] = np.arange(len(res.mapped))
+    paired = res.proper is not None
+    fields = record_fields(row_of, res.key, res.mapq, res.proper if paired else row_of, res.trace, res.ops.ravel(),
+                           res.lens.ravel(), res.ops.shape[1], genome.offsets, paired)
+    records = []
     for r in range(len(batch)):
         s, e = batch.read_off[r], batch.read_off[r + 1]
         name = batch.name(r)
         row = row_of[r]
         if row < 0:
-            yield unmapped_record(header, name, batch.codes[s:e], batch.quals[s:e], rg_id)
+            records.append(unmapped_record(header, name, batch.codes[s:e], batch.quals[s:e], rg_id))
             continue
         reverse = res.key[r] >= STRAND_BIT
         codes = batch.rc_codes[s:e] if reverse else batch.codes[s:e]
@@ -353,8 +395,12 @@ def batch_records(batch: Reads, res: BatchResult, genome, header, rg_id):
         md, nm = md_nm(codes, ref, cigar)
         rid = int(np.searchsorted(genome.offsets, gstart, side="right") - 1)
         sub = int(res.sub[r]) if res.sub[r] >= 0 else None
-        yield mapped_record(header, name, codes, quals, reverse, rid, gstart - int(genome.offsets[rid]),
-                            int(res.mapq[r]), cigar, md, nm, int(res.score[r]), sub, rg_id)
+        records.append(mapped_record(header, name, codes, quals, reverse, rid, gstart - int(genome.offsets[rid]),
+                                     int(res.mapq[r]), cigar, md, nm, int(res.score[r]), sub, rg_id))
+    if paired:
+        for r, rec in enumerate(records):
+            set_mate_fields(rec, fields[r], records[r ^ 1] if row_of[r ^ 1] >= 0 else None)
+    return records
 
 
 def batch_bam_records(batch: Reads, res: BatchResult, genome, rg_id):
@@ -362,29 +408,36 @@ def batch_bam_records(batch: Reads, res: BatchResult, genome, rg_id):
     row_of = np.full(len(batch), -1, dtype=np.int64)
     row_of[res.mapped] = np.arange(len(res.mapped))
     rg = np.frombuffer((rg_id or "").encode(), dtype=np.uint8)
+    paired = res.proper is not None
     return encode_batch(row_of, batch.names, batch.name_off, batch.codes, batch.rc_codes, batch.quals,
                         batch.read_off, res.key, res.mapq, res.score, res.sub, res.ops.ravel(), res.lens.ravel(),
-                        res.ops.shape[1], res.trace, genome.packed, genome.nmask, genome.offsets, rg)
+                        res.ops.shape[1], res.trace, genome.packed, genome.nmask, genome.offsets, rg,
+                        res.proper if paired else row_of, paired)
 
 
-def as_batches(reads, batch_size: int):
-    """Batches of at most batch_size reads, from one Reads or an iterable of Reads batches."""
-    for batch in [reads] if isinstance(reads, Reads) else reads:
-        if len(batch) <= batch_size:
-            yield batch
-            continue
-        for start in range(0, len(batch), batch_size):
-            yield subset(batch, start, min(len(batch), start + batch_size))
+def as_batches(reads, batch_size: int, paired: bool = False):
+    """Batches of at most batch_size reads, from one Reads or an iterable of Reads batches.
+    Paired (interleaved mates): whole blocks of insert-size estimation, as pairing.paired_batches."""
+    size = 2 * pairing.fragments_per_batch(batch_size) if paired else batch_size
+
+    def cut():
+        for batch in [reads] if isinstance(reads, Reads) else reads:
+            if len(batch) <= size:
+                yield batch
+                continue
+            for start in range(0, len(batch), size):
+                yield subset(batch, start, min(len(batch), start + size))
+    return pairing.paired_batches(cut()) if paired else cut()
 
 
-def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTimes):
+def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTimes, paired: bool = False):
     """(batch, result) in input order. A backend with BATCHES_IN_FLIGHT > 1 (cuda) maps that many
     batches at once on threads of their own, so one batch's GPU work overlaps another's host work;
     results do not depend on it (every read is mapped on its own)."""
     def map_one(batch):
         if batch.k != index.k:
             raise InputError(f"reads were encoded with k={batch.k} but the index has k={index.k}")
-        return batch, map_batch(batch, genome, index, p, backend, times)
+        return batch, (map_pair_batch if paired else map_batch)(batch, genome, index, p, backend, times)
 
     def timed(source):
         source = iter(source)
@@ -409,7 +462,8 @@ class Progress:
     def __init__(self, log, backend_name, every=10.0):
         self.log, self.backend_name, self.every = log, backend_name, every
         self.start = self.last = time.perf_counter()
-        self.reads = self.mapped = 0
+        self.reads = self.mapped = self.proper = 0
+        self.estimates = 0
 
     def update(self, n, mapped):
         self.reads += n
@@ -419,14 +473,26 @@ class Progress:
             self.last = now
             self.log(f"mapped {self.reads} reads ({self.backend_name}, {self.rate(now):.0f} reads/s)")
 
+    def paired(self, res, log):
+        """Count proper pairs; log the first insert-size estimates (one per block of fragments)."""
+        self.proper += int(np.count_nonzero(res.proper))
+        for valid, mean, sd, low, high, count in res.inserts:
+            if self.estimates < 3:
+                log(f"insert size: mean {mean:.1f}, sd {sd:.1f}, proper pairs {low:.0f}-{high:.0f} bp, "
+                    f"from {count:.0f} confidently placed fragments" if valid else
+                    f"insert size: too few confidently placed fragments ({count:.0f}) to estimate; "
+                    "no proper pairs in this block")
+            self.estimates += 1
+
     def rate(self, now=None):
         return self.reads / max((now or time.perf_counter()) - self.start, 1e-9)
 
 
 def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="auto",
               threads: int = 1, read_group=None, command_line="gpualign", log=None, sam=False,
-              compression_level: int = 6, sort: bool = False, index_path: str | None = None):
+              compression_level: int = 6, sort: bool = False, index_path: str | None = None, paired: bool = False):
     """Map reads (one Reads, or an iterable of batches as fastq.read_batches gives) and write them.
+    paired: the reads interleave mates (fastq.read_interleaved_pairs gives them so).
 
     BAM in read order, or coordinate-sorted with sort=True (plus a .bai at index_path if given);
     SAM (sam=True, '-' is stdout) is in read order.
@@ -450,7 +516,8 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
         out = UnsortedBam(out_path, header, encode, compression_level, threads)
     progress = Progress(log, backend.NAME)
     try:
-        for batch, res in mapped_batches(as_batches(reads, p.batch_size), genome, index, p, backend, times):
+        for batch, res in mapped_batches(as_batches(reads, p.batch_size, paired), genome, index, p, backend,
+                                         times, paired):
             if sam:
                 for rec in batch_records(batch, res, genome, header, rg_id):
                     out.write(rec)
@@ -458,6 +525,8 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
                 with times("BAM records (wait)"):
                     out.add(batch, res)
             progress.update(len(batch), len(res.mapped))
+            if paired:
+                progress.paired(res, log)
         if sort and not sam:
             out.close()   # times its own phases
         else:
@@ -471,6 +540,8 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
         raise
     elapsed = time.perf_counter() - progress.start
     log(f"stage times (summed over threads): {times.summary()}")
+    if paired:
+        log(f"{progress.proper} reads in proper pairs ({100 * progress.proper / max(progress.reads, 1):.2f}%)")
     log(f"done: {progress.reads} reads, {progress.mapped} mapped, {elapsed:.1f} s, "
         f"{progress.reads / max(elapsed, 1e-9):.0f} reads/s, backend {backend.NAME}")
     return {"reads": progress.reads, "mapped": progress.mapped, "seconds": elapsed, "backend": backend.NAME}

@@ -19,6 +19,7 @@ class MapParams:
     max_candidates: int = 8      # candidate loci extended per read
     max_hits: int = 1024         # seed hits kept per read (both strands)
     max_exact: int = 16          # exact hits stored per read
+    unpaired_penalty: int = 17   # paired reads: cost of placing the two mates apart, not as a proper pair (bwa -U)
     batch_size: int = 200000     # reads per batch; bounds memory, never changes results
 
     def check(self):
@@ -29,7 +30,7 @@ class MapParams:
         for name in ("match", "mismatch", "gap_extend", "max_candidates", "max_hits", "max_exact", "batch_size"):
             if getattr(self, name) < 1:
                 problems.append(f"{name}={getattr(self, name)}: must be at least 1")
-        for name in ("gap_open", "clip_penalty", "min_score"):
+        for name in ("gap_open", "clip_penalty", "min_score", "unpaired_penalty"):
             if getattr(self, name) < 0:
                 problems.append(f"{name}={getattr(self, name)}: must not be negative")
         if problems:

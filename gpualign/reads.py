@@ -164,3 +164,75 @@ def subset(reads: Reads, start: int, end: int) -> Reads:
         packed=reads.packed[wo[start]:wo[end]], rc_packed=reads.rc_packed[wo[start]:wo[end]],
         word_off=wo[start:end + 1] - wo[start],
         hbin=reads.hbin[start:end], rc_hbin=reads.rc_hbin[start:end], k=reads.k)
+
+
+@njit(cache=True, nogil=True)
+def interleave_segments(a, a_off, b, b_off):
+    """Segments a[a_off[i]:a_off[i+1]] and b[b_off[i]:...] alternated: a0 b0 a1 b1 ... (and offsets)."""
+    n = a_off.shape[0] - 1
+    off = np.zeros(2 * n + 1, dtype=np.int64)
+    out = np.empty(a.shape[0] + b.shape[0], dtype=a.dtype)
+    for i in range(n):
+        la = a_off[i + 1] - a_off[i]
+        lb = b_off[i + 1] - b_off[i]
+        out[off[2 * i]:off[2 * i] + la] = a[a_off[i]:a_off[i + 1]]
+        off[2 * i + 1] = off[2 * i] + la
+        out[off[2 * i + 1]:off[2 * i + 1] + lb] = b[b_off[i]:b_off[i + 1]]
+        off[2 * i + 2] = off[2 * i + 1] + lb
+    return out, off
+
+
+def interleave(a: Reads, b: Reads) -> Reads:
+    """Mates of two equally long batches as one: read 2i is a's i-th, read 2i+1 b's i-th."""
+    def alternate(x, y):
+        out = np.empty(len(x) + len(y), dtype=x.dtype)
+        out[0::2], out[1::2] = x, y
+        return out
+    names, name_off = interleave_segments(a.names, a.name_off, b.names, b.name_off)
+    codes, read_off = interleave_segments(a.codes, a.read_off, b.codes, b.read_off)
+    packed, word_off = interleave_segments(a.packed, a.word_off, b.packed, b.word_off)
+    return Reads(names=names, name_off=name_off, name_hash=alternate(a.name_hash, b.name_hash), codes=codes,
+                 rc_codes=interleave_segments(a.rc_codes, a.read_off, b.rc_codes, b.read_off)[0],
+                 quals=interleave_segments(a.quals, a.read_off, b.quals, b.read_off)[0], read_off=read_off,
+                 packed=packed, rc_packed=interleave_segments(a.rc_packed, a.word_off, b.rc_packed, b.word_off)[0],
+                 word_off=word_off, hbin=alternate(a.hbin, b.hbin), rc_hbin=alternate(a.rc_hbin, b.rc_hbin), k=a.k)
+
+
+BASE_LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
+
+
+@njit(cache=True, nogil=True)
+def fastq_bytes(names, name_off, codes, quals, read_off, letters):
+    """FASTQ text of reads (Phred+33 qualities; a read without qualities gets 'I's)."""
+    n = read_off.shape[0] - 1
+    size = 0
+    for r in range(n):
+        size += (name_off[r + 1] - name_off[r]) + 2 * (read_off[r + 1] - read_off[r]) + 6
+    out = np.empty(size, dtype=np.uint8)
+    o = 0
+    for r in range(n):
+        out[o] = 64   # '@'
+        o += 1
+        for i in range(name_off[r], name_off[r + 1]):
+            out[o] = names[i]
+            o += 1
+        out[o] = 10
+        o += 1
+        for i in range(read_off[r], read_off[r + 1]):
+            out[o] = letters[codes[i]]
+            o += 1
+        out[o] = 10
+        out[o + 1] = 43   # '+'
+        out[o + 2] = 10
+        o += 3
+        for i in range(read_off[r], read_off[r + 1]):
+            out[o] = (quals[i] + 33) if quals.shape[0] > 0 else 73
+            o += 1
+        out[o] = 10
+        o += 1
+    return out
+
+
+def to_fastq(reads: Reads) -> bytes:
+    """The reads as FASTQ records, as the parser read them (first word of the name, ACGTN)."""
+    return fastq_bytes(reads.names, reads.name_off, reads.codes, reads.quals, reads.read_off, BASE_LETTERS).tobytes()

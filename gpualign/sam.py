@@ -106,3 +106,24 @@ def mapped_record(header, name, codes, quals, reverse, rid, pos, mapq, cigar, md
         tags.append(("RG", rg_id))
     a.set_tags(tags)
     return a
+
+
+def set_mate_fields(a, fields, mate):
+    """Pair fields of a record from bamio.record_fields' row; mate: the mate's record if it mapped."""
+    from .bamio import F_FLAG, F_MPOS, F_MRID, F_POS, F_RID, F_TLEN
+    a.flag = int(fields[F_FLAG])
+    if a.is_unmapped and fields[F_RID] >= 0:   # placed at its mapped mate
+        a.reference_id = int(fields[F_RID])
+        a.reference_start = int(fields[F_POS])
+    a.next_reference_id = int(fields[F_MRID])
+    a.next_reference_start = int(fields[F_MPOS])
+    a.template_length = int(fields[F_TLEN])
+    # MC and MQ before RG, as the BAM encoder writes them; MC:Z:* beside an unmapped mate, as fixmate
+    if mate is not None:
+        mate_tags = [("MC", mate.cigarstring, "Z"), ("MQ", mate.mapping_quality, "i")]
+    elif not a.is_unmapped:
+        mate_tags = [("MC", "*", "Z")]
+    else:
+        return
+    tags = [t for t in a.get_tags(with_value_type=True) if t[0] != "RG"]
+    a.set_tags(tags + mate_tags + [t for t in a.get_tags(with_value_type=True) if t[0] == "RG"])

@@ -124,3 +124,23 @@ def candidates(q_fwd, q_rc, k, offsets, positions, max_occ, t, max_hits, max_can
     clusters.sort(key=lambda c: (-c[1], c[0]))
     dropped = clusters[max_cand][1] if len(clusters) > max_cand else 0
     return clusters[:max_cand], dropped
+
+
+def local_best(q, ref, match, mismatch, gap_open, gap_ext):
+    """Unbanded Smith-Waterman with full matrices: (best score, its row, its column), the first
+    maximum scanning columns left to right and rows top to bottom (the rescue kernel's order)."""
+    n, m = len(q), len(ref)
+    H = [[0] * (m + 1) for _ in range(n + 1)]
+    E = [[NEG] * (m + 1) for _ in range(n + 1)]
+    F = [[NEG] * (m + 1) for _ in range(n + 1)]
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            E[i][j] = max(E[i][j - 1] - gap_ext, H[i][j - 1] - gap_open - gap_ext)
+            F[i][j] = max(F[i - 1][j] - gap_ext, H[i - 1][j] - gap_open - gap_ext)
+            H[i][j] = max(0, E[i][j], F[i][j], H[i - 1][j - 1] + score_pair(q[i - 1], ref[j - 1], match, mismatch))
+    best, bi, bj = 0, 0, 0
+    for j in range(1, m + 1):
+        for i in range(1, n + 1):
+            if H[i][j] > best:
+                best, bi, bj = H[i][j], i, j
+    return best, bi, bj

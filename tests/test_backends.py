@@ -190,3 +190,25 @@ def test_batches_in_flight_on_streams_give_the_cpu_records_in_order(monkeypatch,
             records[name] = [r.to_string() for r in bam]
     assert records["cuda"] == records["cpu"]
     assert [r.split("\t")[0] for r in records["cpu"]] == [batch.name(i) for i in range(len(batch))]
+
+
+def test_rescue_stage_matches_full_matrix_smith_waterman(backend, world):
+    """Mate rescue's window alignment against an unbanded full-matrix reference (score and end cell),
+    on both strands, on windows around the read's true place and on unrelated ones."""
+    rng, genome, seqs, index = world
+    batch, _ = simulate_reads(rng, seqs, 8, length=30, sub=0.05, indel=0.02)
+    task_read, task_strand, task_start, task_len = [], [], [], []
+    for r in range(len(batch)):
+        for _ in range(2):
+            task_read.append(r)
+            task_strand.append(int(rng.integers(2)))
+            task_start.append(int(rng.integers(0, genome.size - 80)))
+            task_len.append(int(rng.integers(0, 80)))
+    out = backend.rescue_stage(batch, genome, task_read, task_strand, task_start, task_len, P)
+    gcodes = genome.codes().tolist()
+    for x, r in enumerate(task_read):
+        s, e = batch.read_off[r], batch.read_off[r + 1]
+        q = (batch.rc_codes if task_strand[x] else batch.codes)[s:e].tolist()
+        ref = gcodes[task_start[x]:task_start[x] + task_len[x]]
+        want = naive.local_best(q, ref, P.match, P.mismatch, P.gap_open, P.gap_extend)
+        assert tuple(out[x]) == want, (x, q, ref)

@@ -148,3 +148,20 @@ def test_merge_sort_runs_sorts_any_slice(runs):
 def test_params_check_names_the_bad_option():
     with pytest.raises(Exception, match="max_indels=99"):
         MapParams(max_indels=99).check()
+
+
+def test_rescue_align_scores_equal_biopython_local():
+    """The rescue kernel is plain Smith-Waterman over the whole window: Biopython's local score."""
+    rng = np.random.default_rng()
+    aligner = Align.PairwiseAligner(mode="local", match_score=1, mismatch_score=-4,
+                                    open_gap_score=-7, extend_gap_score=-1)
+    for _ in range(100):
+        n, m = int(rng.integers(1, 20)), int(rng.integers(1, 40))
+        q = "".join(rng.choice(list("ACGT"), size=n))
+        ref = "".join(rng.choice(list("ACGT"), size=m))
+        genome = genome_from_text([ref])
+        res = np.zeros(3, dtype=np.int64)
+        H, E = np.empty(n + 1, dtype=np.int32), np.empty(n + 1, dtype=np.int32)
+        core.rescue_align(CODE[np.frombuffer(q.encode(), dtype=np.uint8)], 0, n, genome.packed, genome.nmask,
+                          0, m, 1, 4, 6, 1, H, E, 0, 1, res)
+        assert res[0] == aligner.score(ref, q), (q, ref)

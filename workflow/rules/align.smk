@@ -5,8 +5,10 @@
 # separate `samtools sort` pass, would cost more than the alignment itself. Host memory is the
 # batches in flight plus 16 bytes per read for the sort; GPU memory is bounded by align.batch_size.
 #
+# Paired samples (fq2 in the sheet) are read mate by mate from both files and aligned as pairs.
+#
 # With align.chunks = N > 1 a sample's reads are split into N chunks of consecutive records
-# (split_reads), each aligned as its own job (align_chunk: on its own GPU, or its own cluster
+# (split_reads; paired reads as interleaved mates, cut between insert-size blocks), each aligned as its own job (align_chunk: on its own GPU, or its own cluster
 # node), and the sorted chunk BAMs merged (merge_chunks) into the same records, in the same order,
 # as the unsplit run. A failed chunk is rerun alone; the chunks that finished are kept.
 #
@@ -20,8 +22,8 @@ if CHUNKS == 1:
     rule align:
         input:
             unpack(get_genome),
+            unpack(get_fastq),
             index=get_index,
-            reads=get_fastq,
         output:
             bam="results/bam/{sample}.bam",
             bai="results/bam/{sample}.bam.bai",
@@ -43,7 +45,7 @@ else:
 
     rule split_reads:
         input:
-            get_fastq,
+            unpack(get_fastq),
         output:
             temp(expand("results/chunks/{{sample}}/part{chunk}.fq", chunk=range(CHUNKS))),
         log:

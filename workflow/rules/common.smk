@@ -97,18 +97,18 @@ def load_samples(path):
     dup = sheet["sample"][sheet["sample"].duplicated()].tolist()
     if dup:
         raise ValueError(f"sample sheet {path}: sample {dup[0]!r} appears more than once")
-    if "fq2" in sheet.columns:
-        paired = sheet.loc[sheet["fq2"] != "", "sample"].tolist()
-        if paired:
+    if "fq2" not in sheet.columns:
+        sheet["fq2"] = ""
+    for column in ("fq1", "fq2"):
+        remote = sheet.loc[sheet[column].map(_is_remote), "sample"].tolist()
+        if remote:
             raise ValueError(
-                f"sample sheet {path}: sample {paired[0]!r} has fq2: paired-end reads are not supported yet"
+                f"sample sheet {path}: sample {remote[0]!r}: reads from URLs are not supported yet "
+                f"(download the FASTQ and give its path in {column})"
             )
-    remote = sheet.loc[sheet["fq1"].map(_is_remote), "sample"].tolist()
-    if remote:
-        raise ValueError(
-            f"sample sheet {path}: sample {remote[0]!r}: reads from URLs are not supported yet "
-            "(download the FASTQ and give its path)"
-        )
+    same = sheet.loc[sheet["fq2"] == sheet["fq1"], "sample"].tolist()
+    if same:
+        raise ValueError(f"sample sheet {path}: sample {same[0]!r} has the same file as fq1 and fq2")
     validate(sheet, "../schemas/samples.schema.yaml")
     return sheet.set_index("sample", drop=False)
 
@@ -132,7 +132,8 @@ CODE = {
         "mask_reference": ["reference"],
         "pack_reference": ["genome"],
         "index_reference": ["genome", "index"],
-        "align": ["mapper", "fastq", "bamout", "genome", "index", "reads", "params", "atomic", "errors", "gpus"],
+        "align": ["mapper", "fastq", "bamout", "genome", "index", "reads", "params", "atomic", "errors", "gpus",
+                  "pairing"],
         "split_reads": ["chunks"],
         "merge_chunks": ["chunks"],
         "bam": ["bam"],
@@ -160,6 +161,7 @@ def align_params():
         "mapping": MAP_PARAMS,
         "compression_level": config["bam"]["compression_level"],
         "read_group": lambda wildcards: {"ID": wildcards.sample, "SM": wildcards.sample, "PL": "ILLUMINA"},
+        "paired": lambda wildcards: is_paired(wildcards.sample),
         "code": CODE["align"],
     }
 
@@ -196,8 +198,16 @@ def get_index(wildcards):
     return f"resources/reference/{REFERENCE}.k{K}.idx.npz"
 
 
+def is_paired(sample):
+    return samples.loc[sample, "fq2"] != ""
+
+
 def get_fastq(wildcards):
-    return samples.loc[wildcards.sample, "fq1"]
+    """The sample's FASTQ: {reads: fq1}, plus {mates: fq2} for paired-end reads."""
+    files = {"reads": samples.loc[wildcards.sample, "fq1"]}
+    if is_paired(wildcards.sample):
+        files["mates"] = samples.loc[wildcards.sample, "fq2"]
+    return files
 
 
 def get_final_output():

@@ -15,10 +15,11 @@ import numba  # noqa: E402
 
 from gpualign.atomic import atomic_path  # noqa: E402
 from gpualign.errors import job_errors  # noqa: E402
-from gpualign.fastq import read_batches  # noqa: E402
+from gpualign.fastq import read_batches, read_interleaved_pairs  # noqa: E402
 from gpualign.genome import load_genome  # noqa: E402
 from gpualign.index import load_index  # noqa: E402
 from gpualign.mapper import map_reads  # noqa: E402
+from gpualign.pairing import fragments_per_batch  # noqa: E402
 from gpualign.params import MapParams  # noqa: E402
 
 out = snakemake.output
@@ -31,15 +32,22 @@ command_line = (
     f"gpualign map (snakemake rule align) --backend {snakemake.params.backend} "
     f"--threads {snakemake.threads} -l {snakemake.params.compression_level} "
     f"--rg-id {snakemake.params.read_group['ID']} {options} {snakemake.input.index} {snakemake.input.reads}"
+    + (f" {snakemake.input.mates}" if "mates" in snakemake.input.keys() else "")
 )
+paired = snakemake.params.paired
 with job_errors(snakemake.rule, log, snakemake.output[0]):
     numba.set_num_threads(max(1, min(snakemake.threads, numba.config.NUMBA_NUM_THREADS)))
     params = MapParams(**snakemake.params.mapping).check()
     genome = load_genome(snakemake.input.packed, snakemake.input.nmask, snakemake.input.contigs)
     index = load_index(snakemake.input.index)
     # a chunk may hold no reads (fewer reads than chunks): its BAM is then header-only
-    reads = read_batches(snakemake.input.reads, index.k, params.batch_size, snakemake.threads,
-                         allow_empty=chunk_of_sample)
+    if "mates" in snakemake.input.keys():
+        reads = read_interleaved_pairs(snakemake.input.reads, snakemake.input.mates, index.k, params.batch_size,
+                                       snakemake.threads)
+    else:   # a paired chunk interleaves the mates (split_reads checked them), in whole blocks a batch
+        reads = read_batches(snakemake.input.reads, index.k,
+                             2 * fragments_per_batch(params.batch_size) if paired else params.batch_size,
+                             snakemake.threads, allow_empty=chunk_of_sample)
     with (atomic_path(bai) if bai else contextlib.nullcontext()) as tmp_bai, atomic_path(out.bam) as tmp:
         map_reads(
             genome, index, reads, tmp, params,
@@ -51,4 +59,5 @@ with job_errors(snakemake.rule, log, snakemake.output[0]):
             compression_level=snakemake.params.compression_level,
             sort=True,
             index_path=tmp_bai,
+            paired=paired,
         )
