@@ -23,6 +23,7 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 import benchlib as bl
-from benchlib import log
+from benchlib import PY, log
 import end_to_end as e2e
 import simulate
 
@@ -60,15 +61,35 @@ def genome_stats(ref: Path) -> dict:
     return {"contigs": len(contigs), "bp": sum(len(c.seq) for c in contigs), "n_bases": n}
 
 
+PARTS_FROM = 50_000   # more pairs than this are simulated in parts on all cores (one is ~0.6 ms a pair)
+
+
 def simulate_pairs(ref: Path, pairs: int, seed: int, args) -> list[Path]:
-    """R1 and R2 gzip FASTQ of ``pairs`` simulated pairs (reused when complete)."""
+    """R1 and R2 gzip FASTQ of ``pairs`` simulated pairs (reused when complete). Large sets are made
+    in parts by parallel processes (same sample genome, numbered on) and concatenated as gzip members."""
     stem = args.gdir / f"pairs_n{pairs}_l{args.length}_i{args.insert_mean:g}-{args.insert_sd:g}_s{seed}"
     reads = [Path(f"{stem}_R1.fq.gz"), Path(f"{stem}_R2.fq.gz")]
-    options = [str(ref), "-n", str(pairs), "-l", str(args.length), "--sub", str(args.sub),
-               "--indel", str(args.indel), "--snp", str(args.snp), "--fraction-n", str(args.fraction_n),
-               "--insert-mean", str(args.insert_mean), "--insert-sd", str(args.insert_sd),
-               "--seed", str(seed), "-o", *map(str, reads)]
-    bl.cached(reads[0], lambda: simulate.main(options), f"simulate {pairs} pairs")
+    common = [str(ref), "-l", str(args.length), "--sub", str(args.sub),
+              "--indel", str(args.indel), "--snp", str(args.snp), "--fraction-n", str(args.fraction_n),
+              "--insert-mean", str(args.insert_mean), "--insert-sd", str(args.insert_sd), "--seed", str(seed)]
+
+    def make():
+        parts = 1 if pairs <= PARTS_FROM else max(1, min(os.cpu_count() or 1, 16))
+        if parts == 1:
+            return simulate.main(common + ["-n", str(pairs), "-o", *map(str, reads)])
+        bounds = [pairs * i // parts for i in range(parts + 1)]
+        outs = [[f"{r}.part{i}" for r in reads] for i in range(parts)]
+        procs = [subprocess.Popen([PY, str(Path(__file__).with_name("simulate.py")), *common, "--part", str(i),
+                                   "--first", str(bounds[i] + 1), "-n", str(bounds[i + 1] - bounds[i]), "-o", *outs[i]])
+                 for i in range(parts)]
+        if any(p.wait() for p in procs):
+            raise RuntimeError("a simulate.py part failed")
+        for m, path in enumerate(reads):
+            with open(path, "wb") as fh:
+                for part in outs:
+                    fh.write(Path(part[m]).read_bytes())
+                    os.remove(part[m])
+    bl.cached(reads[0], make, f"simulate {pairs} pairs")
     return reads
 
 

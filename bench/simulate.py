@@ -281,16 +281,18 @@ def simulate(args) -> int:
     """Write the reads (or pairs, given two outputs); return their count."""
     rng = np.random.default_rng(args.seed)
     genome = apply_snps(read_fasta(Path(args.reference)), args.snp, rng)
+    if args.part is not None:   # one of several processes: same sample genome, own read stream
+        rng = np.random.default_rng([args.seed, args.part])
     rates = (args.sub, args.indel, args.fraction_n, rng)
     if len(args.output) == 1:
         sim = ReadSimulator(genome, args.length, *rates)
         with gzip_output(args.output[0]) as out:
-            for num in range(1, args.num_reads + 1):
+            for num in range(args.first, args.first + args.num_reads):
                 out.write(fastq_record(*sim.read(num)))
         return args.num_reads
     sim = PairSimulator(genome, args.length, *rates, args.insert_mean, args.insert_sd)
     with gzip_output(args.output[0]) as out1, gzip_output(args.output[1]) as out2:
-        for num in range(1, args.num_reads + 1):
+        for num in range(args.first, args.first + args.num_reads):
             mate1, mate2 = sim.pair(num)
             out1.write(fastq_record(*mate1))
             out2.write(fastq_record(*mate2))
@@ -307,6 +309,9 @@ def parse_args(argv=None):
     parser.add_argument("--snp", type=float, default=0.001, help="SNP rate of the sample genome")
     parser.add_argument("--fraction-n", type=float, default=0.0, help="rate of N read bases")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--part", type=int, help="simulate in parts on several processes: this part's number "
+                        "(the SNPs stay those of --seed, the reads come from a stream of their own)")
+    parser.add_argument("--first", type=int, default=1, help="number of the first read or pair [1]")
     parser.add_argument("-o", "--output", required=True, nargs="+", metavar="FQ_GZ",
                         help="output FASTQ (gzip); two paths (R1 R2) simulate pairs")
     parser.add_argument("--insert-mean", type=float, default=400.0,

@@ -59,7 +59,7 @@ def candidate_stage(reads, sel, index, p):
     _candidates(np.asarray(sel, dtype=np.int64), reads.codes, reads.rc_codes, reads.read_off, reads.k,
                 index.offsets, index.positions, index.max_occ, p.max_indels, p.max_hits,
                 p.max_candidates, ncand, keys, votes, dropped)
-    return ncand, keys.reshape(m, -1), votes.reshape(m, -1), dropped
+    return ncand, keys.reshape(m, p.max_candidates), votes.reshape(m, p.max_candidates), dropped
 
 
 @njit(cache=True)

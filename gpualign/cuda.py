@@ -256,7 +256,7 @@ def candidate_stage(reads, sel, index, p):
             ncand, keys, votes, dropped)
     ncand, keys, votes, dropped = _fetch(ncand[:m], keys[:m * p.max_candidates], votes[:m * p.max_candidates],
                                          dropped[:m])
-    return ncand, keys.reshape(m, -1), votes.reshape(m, -1), dropped
+    return ncand, keys.reshape(m, p.max_candidates), votes.reshape(m, p.max_candidates), dropped
 
 
 def extend_stage(reads, genome, pair_read, pair_key, p):

@@ -60,3 +60,29 @@ def simulate_reads(rng, seqs, count, length=60, sub=0.02, indel=0.01, n_rate=0.0
         reads.append(r.encode())
         quals.append(bytes(rng.integers(35, 74, size=len(r)).astype(np.uint8)))
     return encode_reads(names, reads, quals, k), (names, reads, quals)
+
+
+def simulate_pairs(rng, seqs, count, length=50, insert=(200, 20), sub=0.02, indel=0.005, k=8):
+    """Interleaved FR mates of `count` fragments (read 2i = R1, 2i+1 = R2), both named
+    f{i}:{contig}:{R1 leftmost 1-based}:{R2 leftmost 1-based}, and the (names, reads, quals) lists."""
+    names, reads, quals = [], [], []
+    for i in range(count):
+        c = int(rng.integers(len(seqs)))
+        size = max(length, int(rng.normal(*insert)))
+        p = int(rng.integers(0, len(seqs[c]) - size))
+        left = mutate(rng, seqs[c][p:p + length], sub, indel)
+        right = mutate(rng, seqs[c][p + size - length:p + size], sub, indel).translate(COMP)[::-1]
+        mates = (left, right) if rng.random() < 0.5 else (right, left)   # R1 on either strand
+        starts = (p + 1, p + size - length + 1) if mates[0] is left else (p + size - length + 1, p + 1)
+        name = f"f{i}:chr{c + 1}:{starts[0]}:{starts[1]}".encode()
+        for m in mates:
+            names.append(name)
+            reads.append(m.encode())
+            quals.append(bytes(rng.integers(35, 74, size=len(m)).astype(np.uint8)))
+    return encode_reads(names, reads, quals, k), (names, reads, quals)
+
+
+def write_fastq(path, names, reads, quals):
+    with open(path, "wb") as fh:
+        for n, r, q in zip(names, reads, quals):
+            fh.write(b"@" + n + b"\n" + r + b"\n+\n" + q + b"\n")

@@ -1,0 +1,197 @@
+"""Paired-end mapping: insert-size estimate, pair choice, mate rescue, and the same records whatever
+the backend (cpu, and cuda in numba's simulator) or the batch size."""
+
+import numpy as np
+import pysam
+import pytest
+
+from gpualign import core, cpu, cuda, cuda_config, pairing
+from gpualign.index import build_index
+from gpualign.mapper import as_batches, map_batch, map_pair_batch, map_reads
+from gpualign.params import MapParams
+from gpualign.reads import concatenate, encode_reads, interleave, subset
+
+from helpers import COMP, random_genome, simulate_pairs
+
+P = MapParams(max_indels=3, max_candidates=4, max_hits=256)
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Estimate blocks of 24 fragments (an estimate from 8), so tiny inputs hold several."""
+    monkeypatch.setattr(pairing, "INSERT_BLOCK", 24)
+    monkeypatch.setattr(pairing, "MIN_FRAGMENTS", 8)
+
+
+@pytest.fixture(params=["cpu", "cuda"])
+def backend(request, monkeypatch):
+    if request.param == "cuda":
+        monkeypatch.setattr(cuda_config, "THREADS_PER_BLOCK", 4)
+        return cuda
+    return cpu
+
+
+@pytest.fixture
+def world():
+    rng = np.random.default_rng()
+    genome, seqs = random_genome(rng, lengths=(4000, 2500), repeat=0)
+    return rng, genome, seqs, build_index(genome, k=8, max_occ=50)
+
+
+def bam_records(path):
+    with pysam.AlignmentFile(str(path), check_sq=False) as bam:
+        return [r.to_string() for r in bam]
+
+
+def true_starts(name):
+    _, contig, s1, s2 = name.split(":")
+    return contig, int(s1) - 1, int(s2) - 1
+
+
+def test_block_starts_join_a_short_tail_and_batches_hold_whole_blocks(monkeypatch):
+    assert pairing.block_starts(95, 40).tolist() == [0, 40, 95]       # tail of 15 joins
+    assert pairing.block_starts(100, 30).tolist() == [0, 30, 60, 100]       # tail of 10 joins
+    assert pairing.block_starts(105, 30).tolist() == [0, 30, 60, 90, 105]   # tail 15 = half: own block
+    assert pairing.block_starts(10, 30).tolist() == [0, 10]
+    assert pairing.block_starts(0, 30).tolist() == [0, 0]
+    monkeypatch.setattr(pairing, "INSERT_BLOCK", 10)
+    assert pairing.fragments_per_batch(2) == 10 and pairing.fragments_per_batch(45) == 20
+    # a paired batch stream is cut into whole blocks; a final batch under half a block joins the last
+    rng = np.random.default_rng(1)
+    _, seqs = random_genome(rng, lengths=(3000,), repeat=0)
+    reads, _ = simulate_pairs(rng, seqs, 64, length=30)
+    sizes = [len(b) // 2 for b in as_batches(reads, 45, paired=True)]
+    assert sizes == [20, 20, 24]
+    assert [len(b) // 2 for b in as_batches(reads, 1000, paired=True)] == [64]
+
+
+def test_insert_estimate_recovers_mean_and_sd_despite_outliers():
+    rng = np.random.default_rng()
+    n = 2000
+    inserts = rng.normal(350, 30, size=n).astype(np.int64)
+    inserts[:40] = rng.integers(2000, 50000, size=40)   # chimeras and the like
+    length = 100
+    lengths = np.full(2 * n, length, dtype=np.int64)
+    key = np.empty(2 * n, dtype=np.int64)
+    starts = rng.integers(1000, 10_000_000, size=n)
+    key[0::2] = starts + core.DIAG_BIAS                                          # R1 forward
+    key[1::2] = core.STRAND_BIT + starts + inserts - length + core.DIAG_BIAS     # R2 reverse, ends the fragment
+    mapq = np.full(2 * n, 60, dtype=np.int64)
+    mapq[2 * 5] = 0                                                              # not confident: left out
+    stats = pairing.insert_estimates(key, mapq, np.zeros(2 * n, dtype=np.bool_), lengths,
+                                     np.array([0], dtype=np.int64), np.array([0, n], dtype=np.int64))
+    valid, mean, sd, low, high, count = stats[0]
+    assert valid == 1 and count == n - 1
+    assert mean == pytest.approx(350, abs=4) and sd == pytest.approx(30, rel=0.15)
+    assert low == pytest.approx(mean - 4 * sd, abs=1) and high == pytest.approx(mean + 4 * sd, abs=1)
+    # too few fragments: no estimate
+    few = pairing.insert_estimates(key[:20], mapq[:20], np.zeros(20, dtype=np.bool_), lengths[:20],
+                                   np.array([0], dtype=np.int64), np.array([0, 10], dtype=np.int64))
+    assert few[0, 0] == 0
+
+
+def test_fr_insert_and_penalty():
+    c_off = np.array([0, 1000], dtype=np.int64)
+    fwd = 100 + core.DIAG_BIAS
+    rev = core.STRAND_BIT + 400 + core.DIAG_BIAS
+    assert pairing.fr_insert(fwd, 50, rev, 50, c_off) == 350 == pairing.fr_insert(rev, 50, fwd, 50, c_off)
+    assert pairing.fr_insert(fwd, 50, fwd + 300, 50, c_off) == -1             # same strand
+    assert pairing.fr_insert(rev - 400, 50, fwd, 50, c_off) == -1             # RF: reverse mate ends first
+    assert pairing.fr_insert(fwd + 850, 50, rev + 700, 50, c_off) == -1       # across two contigs
+    pens = [pairing.insert_penalty(300 + d, 300.0, 20.0, 1) for d in (0, 20, 40, 60, 80)]
+    assert pens[0] == 0 and pens == sorted(pens) and pens[-1] == 7
+
+
+def mapped_positions(batch, res, genome):
+    """Per read: (contig, leftmost reference position) or None, from a BatchResult."""
+    out = [None] * len(batch)
+    for row, r in enumerate(res.mapped):
+        g = int(res.trace[row, 2])
+        c = int(np.searchsorted(genome.offsets, g, side="right") - 1)
+        out[r] = (f"chr{c + 1}", g - int(genome.offsets[c]))
+    return out
+
+
+def test_pairs_are_placed_together_and_flagged_proper(backend, world, small_blocks):
+    rng, genome, seqs, index = world
+    batch, (names, _, _) = simulate_pairs(rng, seqs, 72, length=50, insert=(250, 25))
+    res = map_pair_batch(batch, genome, index, P, backend)
+    assert res.inserts[:, pairing.VALID].all()
+    assert res.inserts[0, pairing.MEAN] == pytest.approx(250, abs=25)
+    placed = mapped_positions(batch, res, genome)
+    right = 0
+    for r in range(len(batch)):
+        contig, s1, s2 = true_starts(names[r].decode())
+        truth = (contig, s1 if r % 2 == 0 else s2)
+        right += placed[r] is not None and placed[r][0] == truth[0] and abs(placed[r][1] - truth[1]) <= 5
+    assert right >= 0.95 * len(batch)
+    assert np.count_nonzero(res.proper) >= 0.9 * len(batch)
+    assert np.array_equal(res.proper[0::2], res.proper[1::2])   # a pair is proper as a whole
+
+
+def test_mate_rescue_places_a_mate_that_has_no_seed(backend, world, small_blocks):
+    """R2 of fragment 0 has a mismatch every 8th base, so it holds no exact 8-mer at all: only the
+    rescue's Smith-Waterman over the insert window can place it, next to its mate."""
+    rng, genome, seqs, index = world
+    batch, (names, reads, quals) = simulate_pairs(rng, seqs, 40, length=100, insert=(300, 20), sub=0.0, indel=0.0)
+    r2 = list(reads[1].decode())
+    for i in range(3, len(r2), 8):
+        r2[i] = "ACGT"[("ACGT".index(r2[i]) + 1) % 4]
+    reads = [reads[0], "".join(r2).encode()] + reads[2:]
+    batch = encode_reads(names, reads, quals, 8)
+    alone = map_batch(subset(batch, 1, 2), genome, index, P, backend)
+    assert len(alone.mapped) == 0                     # on its own it cannot be placed
+    res = map_pair_batch(batch, genome, index, P, backend)
+    placed = mapped_positions(batch, res, genome)
+    contig, s1, s2 = true_starts(names[0].decode())
+    assert placed[1] is not None and placed[1][0] == contig and abs(placed[1][1] - s2) <= 3
+    assert res.proper[0] == res.proper[1] == 1
+
+
+def test_the_mate_picks_the_right_copy_of_a_repeat(backend, small_blocks):
+    """R1 lies in an exact repeat (two copies); R2 is unique: the pair picks the copy R2 is beside,
+    with a MAPQ the single-end read (a coin toss at MAPQ 0) could not have."""
+    rng = np.random.default_rng()
+    unit = "".join(rng.choice(list("ACGT"), size=400))
+    text = "".join(rng.choice(list("ACGT"), size=6000))
+    text = text[:1000] + unit + text[1400:4000] + unit + text[4400:]
+    from helpers import genome_from_text
+    genome = genome_from_text([text])
+    index = build_index(genome, k=8, max_occ=50)
+    batch, (names, reads, quals) = simulate_pairs(rng, [text], 40, length=50, insert=(300, 20), sub=0.0, indel=0.0)
+    # fragment 0: R1 forward inside the second copy [4000, 4400), R2 reverse past it (unique)
+    names[0] = names[1] = b"rep:chr1:4201:4451"
+    reads[0] = text[4200:4250].encode()
+    reads[1] = text[4450:4500].translate(COMP)[::-1].encode()
+    batch = encode_reads(names, reads, quals, 8)
+    single = map_batch(subset(batch, 0, 1), genome, index, P, backend)
+    assert single.mapq[0] == 0
+    res = map_pair_batch(batch, genome, index, P, backend)
+    placed = mapped_positions(batch, res, genome)
+    assert placed[0] == ("chr1", 4200) and placed[1] == ("chr1", 4450)
+    assert res.proper[0] == 1 and res.mapq[0] > 0
+
+
+def test_paired_backends_and_batch_sizes_give_identical_records(world, small_blocks, tmp_path):
+    rng, genome, seqs, index = world
+    batch, _ = simulate_pairs(rng, seqs, 130, length=50, insert=(250, 30), sub=0.03, indel=0.01)
+    records = {}
+    for name, backend, batch_size in (("cpu-all", "cpu", 10_000), ("cpu-small", "cpu", 48), ("cuda", "cuda", 48)):
+        out = tmp_path / f"{name}.bam"
+        map_reads(genome, index, batch, str(out), MapParams(**{**P.__dict__, "batch_size": batch_size}),
+                  backend_name=backend, paired=True)
+        records[name] = bam_records(out)
+    assert len(records["cpu-all"]) == len(batch)
+    assert records["cpu-small"] == records["cpu-all"]
+    assert records["cuda"] == records["cpu-all"]
+
+
+def test_interleave_alternates_mates():
+    a = encode_reads([b"x", b"y"], [b"ACGT", b"GG"], [b"IIII", b"II"], 2)
+    b = encode_reads([b"x", b"y"], [b"TTTAA", b"C"], [b"IIIII", b"I"], 2)
+    m = interleave(a, b)
+    assert [m.name(i) for i in range(4)] == ["x", "x", "y", "y"]
+    want = concatenate([subset(a, 0, 1), subset(b, 0, 1), subset(a, 1, 2), subset(b, 1, 2)], 2)
+    for field in ("codes", "rc_codes", "quals", "read_off", "packed", "rc_packed", "word_off", "hbin", "rc_hbin",
+                  "name_hash", "names", "name_off"):
+        assert np.array_equal(getattr(m, field), getattr(want, field)), field
