@@ -33,7 +33,6 @@ BASE_CHAR = np.frombuffer(b"ACGTN", dtype=np.uint8)
 FLAG_PAIRED, FLAG_PROPER, FLAG_UNMAPPED, FLAG_MATE_UNMAPPED = 0x1, 0x2, 0x4, 0x8
 FLAG_REVERSE, FLAG_MATE_REVERSE, FLAG_READ1, FLAG_READ2 = 0x10, 0x20, 0x40, 0x80
 CIGAR_CHARS = np.frombuffer(b"MIDNSHP=X", dtype=np.uint8)
-MC_NONE = np.frombuffer(b"MCZ*\x00", dtype=np.uint8)
 # columns of record_fields
 F_FLAG, F_RID, F_POS, F_END, F_MRID, F_MPOS, F_TLEN, F_MQ = range(8)
 
@@ -317,10 +316,6 @@ def encode_record(r, row, names, name_off, codes, rc_codes, quals, read_off, key
             buf[off] = 0
         off += 1
         off = put_int_tag(buf, off, 77, 81, fields[F_MQ], write)   # MQ
-    elif row >= 0 and fields[F_FLAG] & FLAG_MATE_UNMAPPED:   # MC:Z:* as samtools fixmate writes it
-        if write:
-            buf[off:off + 5] = MC_NONE
-        off += 5
     if rg.shape[0] > 0:
         if write:
             buf[off] = 82   # 'R'

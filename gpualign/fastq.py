@@ -264,17 +264,40 @@ def first_name_mismatch(a, b) -> int:
     return -1
 
 
+def exact_batches(batches, size: int):
+    """The reads of a stream of batches re-cut into batches of exactly `size` (the last may be
+    shorter): the reader cuts at its decompression blocks too, which fall at different records in
+    two files whose reads differ in length."""
+    from .reads import concatenate, subset
+    pending = []
+    held = 0
+    for batch in batches:
+        pending.append(batch)
+        held += len(batch)
+        if held < size:
+            continue
+        whole = concatenate(pending, batch.k) if len(pending) > 1 else batch
+        start = 0
+        while held - start >= size:
+            yield subset(whole, start, start + size)
+            start += size
+        pending = [subset(whole, start, held)] if start < held else []
+        held -= start
+    if held:
+        yield concatenate(pending, pending[0].k) if len(pending) > 1 else pending[0]
+
+
 def read_pair_batches(path1: str, path2: str, k: int, batch_size: int, threads: int = 1):
-    """Batches of mates, (reads of R1, reads of R2), read in lockstep: the i-th records of the two
-    files must share a name (after /1 and /2), and both files must hold the same number of records;
-    otherwise one line names the files, the record and the problem."""
+    """Batches of mates, (reads of R1, reads of R2), read in lockstep, batch_size each but the last:
+    the i-th records of the two files must share a name (after /1 and /2), and both files must hold
+    the same number of records; otherwise one line names the files, the record and the problem."""
     half = max(1, threads // 2)
-    first = read_batches(path1, k, batch_size, half)
-    second = read_batches(path2, k, batch_size, half)
+    first = exact_batches(read_batches(path1, k, batch_size, half), batch_size)
+    second = exact_batches(read_batches(path2, k, batch_size, half), batch_size)
     done = 0
     for a in first:
         b = next(second, None)
-        # both files are cut into batches of batch_size, so only a last batch may differ in length
+        # both streams are cut into batches of batch_size, so only a last batch may differ in length
         if b is None or len(b) < len(a):
             got = done + (0 if b is None else len(b))
             raise InputError(f"reads {path2} has fewer records than {path1}: it ends after record {got}")

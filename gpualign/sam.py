@@ -118,12 +118,10 @@ def set_mate_fields(a, fields, mate):
     a.next_reference_id = int(fields[F_MRID])
     a.next_reference_start = int(fields[F_MPOS])
     a.template_length = int(fields[F_TLEN])
-    # MC and MQ before RG, as the BAM encoder writes them; MC:Z:* beside an unmapped mate, as fixmate
-    if mate is not None:
-        mate_tags = [("MC", mate.cigarstring, "Z"), ("MQ", mate.mapping_quality, "i")]
-    elif not a.is_unmapped:
-        mate_tags = [("MC", "*", "Z")]
-    else:
+    # MC and MQ before RG, as the BAM encoder writes them; none beside an unmapped mate (Picard
+    # rejects MC:Z:*, which samtools fixmate writes there)
+    if mate is None:
         return
+    mate_tags = [("MC", mate.cigarstring, "Z"), ("MQ", mate.mapping_quality, "i")]
     tags = [t for t in a.get_tags(with_value_type=True) if t[0] != "RG"]
     a.set_tags(tags + mate_tags + [t for t in a.get_tags(with_value_type=True) if t[0] == "RG"])

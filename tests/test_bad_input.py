@@ -205,3 +205,66 @@ def test_full_disk_is_one_line_and_leaves_nothing_through_the_workflow(tmp_path,
     assert "align: error: results/bam/demo.bam: No space left on device" in result.output
     assert not (full_disk / "bam" / "demo.bam").exists()
     assert [p.name for p in (full_disk / "bam").iterdir()] == [] if (full_disk / "bam").exists() else True
+
+
+# ---- paired files: the mates must pair up --------------------------------------------------------
+
+def mates(names, seq="ACGTACGTTGCAACGTAGCTAGGATCCATGCAAGT"):
+    return "".join(f"@{n}\n{seq}\n+\n{'I' * len(seq)}\n" for n in names)
+
+
+# name -> (R1 text, R2 text, the file the error names (1 or 2) and its pattern; None if accepted)
+PAIRED_CASES = {
+    "r2_shorter": (mates(["a", "b", "c"]), mates(["a", "b"]), (2, r"has fewer records than .*: it ends after record 2")),
+    "r2_longer": (mates(["a", "b"]), mates(["a", "b", "c"]), (2, r"has more records than")),
+    "names_differ": (mates(["a", "b", "c"]), mates(["a", "x", "c"]),
+                     (1, r"record 2 \(line 5\) is 'b' in one and 'x' in the other")),
+    "bad_base_in_r2": (mates(["a", "b"]), mates(["a"]) + "@b\nACXT\n+\nIIII\n", (2, r"line 6: invalid base 'X'")),
+    "suffixes_and_lengths": (mates(["a/1", "b/1"]), mates(["a/2", "b/2"], seq="TTGACCA"), None),
+}
+
+
+def write_pair(folder, name):
+    r1, r2, _ = PAIRED_CASES[name]
+    paths = (folder / f"{name}_1.fq", folder / f"{name}_2.fq")
+    paths[0].write_text(r1)
+    paths[1].write_text(r2)
+    return paths
+
+
+@pytest.mark.parametrize("name", PAIRED_CASES)
+def test_paired_case_through_the_cli(prefix, tmp_path, name):  # noqa: F811
+    paths = write_pair(tmp_path, name)
+    out = tmp_path / "out.bam"
+    proc = run_cli("map", prefix, *map(str, paths), "-o", str(out), "--backend", "cpu")
+    error = PAIRED_CASES[name][2]
+    if error:
+        assert proc.returncode == 1
+        assert_one_line_error(proc.stderr, paths[error[0] - 1], error[1])
+        assert sorted(os.listdir(tmp_path)) == sorted(p.name for p in paths), "no output, no temporary left"
+        return
+    assert proc.returncode == 0, proc.stderr
+    primary = primary_records(out)
+    assert len(primary) == 4 and sorted((r.query_name, r.is_read1) for r in primary) == \
+        [("a", False), ("a", True), ("b", False), ("b", True)]
+
+
+def test_paired_cases_through_the_workflow(tmp_path, numba_cache):  # noqa: F811
+    workdir = make_workdir(tmp_path / "run")
+    reads = workdir / "reads"
+    reads.mkdir()
+    sheet = "sample\tfq1\tfq2\n" + "".join(f"{name}\t" + "\t".join(map(str, write_pair(reads, name))) + "\n"
+                                            for name in PAIRED_CASES)
+    (workdir / "samples.tsv").write_text(sheet)
+    result = run_snakemake(workdir, "--cores", "2", "--keep-going", numba_cache=numba_cache, check=False)
+    assert result.returncode != 0
+    for name, (_, _, error) in PAIRED_CASES.items():
+        bam = workdir / "results" / "bam" / f"{name}.bam"
+        log = (workdir / "logs" / "align" / f"{name}.log").read_text()
+        if error:
+            assert not bam.exists()
+            errors = [line for line in log.splitlines() if line.startswith("error: ")]
+            assert len(errors) == 1 and "Traceback" not in log, log
+            assert re.search(error[1], errors[0]) and f"{name}_{error[0]}.fq" in errors[0], errors
+        else:
+            assert len(primary_records(bam)) == 4

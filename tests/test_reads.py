@@ -157,3 +157,17 @@ def test_mates_that_do_not_pair_are_one_line(tmp_path, n2, names2, message):
     with pytest.raises(InputError, match=message) as err:
         list(read_pair_batches(r1, r2, 5, batch_size=7))
     assert "\n" not in str(err.value)
+
+
+def test_mates_of_different_lengths_stay_in_lockstep_across_reader_blocks(tmp_path, monkeypatch):
+    """R1 and R2 of different lengths fill the reader's decompression blocks at different records;
+    the mates must still come in lockstep, in batches of exactly batch_size."""
+    from gpualign import fastq
+    monkeypatch.setattr(fastq, "READ_BLOCK", 1000)   # many blocks, cut at different records
+    r1, r2 = tmp_path / "r1.fq", tmp_path / "r2.fq"
+    r1.write_text("".join(f"@p{i}/1\n{'ACGT' * 20}\n+\n{'I' * 80}\n" for i in range(120)))
+    r2.write_text("".join(f"@p{i}/2\n{'TTGCA' * 6}\n+\n{'I' * 30}\n" for i in range(120)))
+    pairs = list(fastq.read_pair_batches(str(r1), str(r2), 5, batch_size=25))
+    assert [len(a) for a, _ in pairs] == [25, 25, 25, 25, 20] == [len(b) for _, b in pairs]
+    assert [a.name(i) for a, _ in pairs for i in range(len(a))] == [f"p{i}" for i in range(120)]
+    assert all(a.lengths.tolist() == [80] * len(a) and b.lengths.tolist() == [30] * len(b) for a, b in pairs)

@@ -25,6 +25,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DEMO_READS = REPO / "resources" / "demo" / "reads.fq.gz"
 DEMO_REF = REPO / "resources" / "demo" / "lambda.fa"
+DEMO_PAIRS = [REPO / "resources" / "demo" / f"pairs_R{m}.fq.gz" for m in (1, 2)]
 REFERENCE_STAGES = {"download_reference", "mask_reference", "pack_reference"}
 FALLBACK = "backend auto: no CUDA GPU available, falling back to the CPU backend"
 
@@ -312,7 +313,8 @@ def test_lint_is_clean(demo_run, numba_cache):
 
 @pytest.mark.parametrize("sheet, message", [
     ("sample\tfq1\n../../x\treads.fq.gz\n", "sample '../../x' is not a valid name"),
-    ("sample\tfq1\tfq2\npe\tr1.fq.gz\tr2.fq.gz\n", "paired-end reads are not supported yet"),
+    ("sample\tfq1\tfq2\npe\tr1.fq.gz\tr1.fq.gz\n", "sample 'pe' has the same file as fq1 and fq2"),
+    ("sample\tfq1\tfq2\npe\tr1.fq.gz\tftp://example.org/r2.fq.gz\n", "give its path in fq2"),
     ("sample\tfq1\na\tr.fq.gz\na\tr.fq.gz\n", "sample 'a' appears more than once"),
     ("sample\tfq1\nweb\thttps://example.org/r.fq.gz\n", "reads from URLs are not supported yet"),
 ])
@@ -486,3 +488,32 @@ def test_killed_align_job_leaves_no_bam_and_the_rerun_equals_an_uninterrupted_ru
     assert bam_records(bam_dir / "demo.bam") == bam_records(demo_run.workdir / "results" / "bam" / "demo.bam")
     # the killed job's temporary files are gone too (atomic_path clears those of dead processes)
     assert sorted(p.name for p in bam_dir.iterdir()) == ["demo.bam", "demo.bam.bai"]
+
+
+# ---- (f) paired-end samples ---------------------------------------------------------------------
+
+
+def test_paired_sample_runs_as_pairs_and_chunks_give_the_same_bam(tmp_path, numba_cache):
+    """A sample with fq2 is aligned as pairs (flags, proper pairs, mates in lockstep); with
+    align.chunks = 3 the split, chunked and merged run gives the same records."""
+    workdir = make_workdir(tmp_path / "run")
+    (workdir / "pe.tsv").write_text("sample\tfq1\tfq2\n" + "pe\t" + "\t".join(
+        str(p.relative_to(REPO)) for p in DEMO_PAIRS) + "\n")
+    run_snakemake(workdir, "--cores", "2", "--config", "samples=pe.tsv", numba_cache=numba_cache)
+    bam = workdir / "results" / "bam" / "pe.bam"
+    with pysam.AlignmentFile(str(bam)) as fh:
+        records = [r for r in fh if not r.is_secondary and not r.is_supplementary]
+    n = fastq_records(DEMO_PAIRS[0])
+    assert len(records) == 2 * n == 2 * fastq_records(DEMO_PAIRS[1])
+    assert all(r.is_paired for r in records)
+    assert sum(r.is_read1 for r in records) == sum(r.is_read2 for r in records) == n
+    assert sum(r.is_proper_pair for r in records) >= 0.95 * 2 * n
+    log = (workdir / "logs" / "align" / "pe.log").read_text()
+    assert "insert size: mean" in log and "reads in proper pairs" in log
+    unsplit = bam_records(bam)
+
+    run_snakemake(workdir, "--cores", "2", "--config", "samples=pe.tsv", "align={chunks: 3}",
+                  numba_cache=numba_cache)
+    assert bam_records(bam) == unsplit
+    split_log = (workdir / "logs" / "split_reads" / "pe.log").read_text()
+    assert f"split {2 * n} reads into 3 chunks" in split_log
