@@ -15,7 +15,7 @@ import pysam
 from .atomic import atomic_path
 from .errors import InputError
 from .fastq import checked_records, chunks, cut_records, read_pair_batches
-from .pairing import INSERT_BLOCK, block_starts
+from . import pairing
 from .reads import interleave, subset, to_fastq
 
 SPLIT_BATCH = 1 << 20   # records cut and checked at a time while splitting
@@ -71,7 +71,7 @@ def split_pairs(path1: str, path2: str, outputs: list[str], threads: int = 1) ->
     sees the fragments it sees in the unsplit run and the merged BAM equals the unsplit one.
     Records are written as the mapper read them (names without /1 /2, bases as ACGTN).
     """
-    blocks = block_starts(count_records(path1, threads), INSERT_BLOCK)
+    blocks = pairing.block_starts(count_records(path1, threads), pairing.INSERT_BLOCK)
     nb = len(blocks) - 1
     bounds = [int(blocks[c * nb // len(outputs)]) for c in range(len(outputs))] + [int(blocks[-1])]
     with contextlib.ExitStack() as stack:

@@ -321,3 +321,11 @@ def read_interleaved_pairs(path1: str, path2: str, k: int, batch_size: int, thre
     from .reads import interleave
     for a, b in read_pair_batches(path1, path2, k, fragments_per_batch(batch_size), threads):
         yield interleave(a, b)
+
+
+def read_interleaved_fastq(path: str, k: int, batch_size: int, threads: int = 1, allow_empty: bool = False):
+    """Paired batches from one FASTQ of interleaved mates (a paired chunk of split_reads, which checked
+    the mates): exactly whole blocks a batch, so no batch splits a fragment."""
+    from .pairing import fragments_per_batch
+    size = 2 * fragments_per_batch(batch_size)
+    return exact_batches(read_batches(path, k, size, threads, allow_empty), size)

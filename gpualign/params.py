@@ -20,7 +20,7 @@ class MapParams:
     max_hits: int = 1024         # seed hits kept per read (both strands)
     max_exact: int = 16          # exact hits stored per read
     unpaired_penalty: int = 17   # paired reads: cost of placing the two mates apart, not as a proper pair (bwa -U)
-    batch_size: int = 200000     # reads per batch; bounds memory, never changes results
+    batch_size: int = 200000     # reads per batch; bounds memory, never changes results (paired: whole pairing blocks)
 
     def check(self):
         """Raise InputError naming the first bad option."""

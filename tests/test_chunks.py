@@ -163,3 +163,44 @@ def test_no_claim_under_slurm_or_with_one_gpu(tmp_path):
     env = {"CUDA_VISIBLE_DEVICES": "3"}
     assert claim_gpu(environ=env, lock_dir=str(tmp_path)) is None
     assert env["CUDA_VISIBLE_DEVICES"] == "3"
+
+
+def test_paired_chunks_map_and_merge_to_the_unsplit_bam(tmp_path, monkeypatch):
+    """Paired reads split into interleaved chunks (cut between insert-size blocks), each mapped on its
+    own and merged, give the unsplit run's records; the reader's blocks, made small here, may end
+    inside a fragment without splitting it."""
+    from gpualign import fastq, pairing
+    from gpualign.chunks import split_pairs
+    from gpualign.fastq import read_interleaved_fastq, read_interleaved_pairs
+    from helpers import simulate_pairs, write_fastq as write_records
+    monkeypatch.setattr(pairing, "INSERT_BLOCK", 16)
+    monkeypatch.setattr(pairing, "MIN_FRAGMENTS", 4)
+    monkeypatch.setattr(fastq, "READ_BLOCK", 3000)
+    rng = np.random.default_rng()
+    genome, seqs = random_genome(rng, lengths=(4000, 2500), repeat=0)
+    index = build_index(genome, k=8, max_occ=50)
+    _, (names, reads, quals) = simulate_pairs(rng, seqs, 100, length=45, insert=(250, 25))
+    r1, r2 = tmp_path / "r1.fq", tmp_path / "r2.fq"
+    write_records(r1, [n + b"/1" for n in names[0::2]], reads[0::2], quals[0::2])
+    write_records(r2, [n + b"/2" for n in names[1::2]], reads[1::2], quals[1::2])
+    p = MapParams(max_indels=3, batch_size=40)
+
+    def sorted_bam(source, name):
+        out = str(tmp_path / name)
+        map_reads(genome, index, source, out, p, backend_name="cpu", log=lambda msg: None, sort=True,
+                  read_group={"ID": "s", "SM": "s"}, paired=True)
+        return out
+
+    whole = sorted_bam(read_interleaved_pairs(str(r1), str(r2), 8, p.batch_size), "whole.bam")
+    outs = [str(tmp_path / f"part{c}.fq") for c in range(3)]
+    sizes = split_pairs(str(r1), str(r2), outs)
+    assert sizes == [64, 64, 72]   # 100 fragments: blocks of 16, the last (4) joined to the one before
+    parts = [sorted_bam(read_interleaved_fastq(out, 8, p.batch_size, allow_empty=True), f"part{c}.bam")
+             for c, out in enumerate(outs)]
+    merge_sorted_bams(parts, str(tmp_path / "merged.bam"))
+    records = {}
+    for name in (whole, str(tmp_path / "merged.bam")):
+        with pysam.AlignmentFile(name) as bam:
+            records[name] = [r.to_string() for r in bam]
+    assert records[whole] == records[str(tmp_path / "merged.bam")]
+    assert len(records[whole]) == 200 and sum("\t" in r for r in records[whole]) == 200

@@ -15,11 +15,10 @@ import numba  # noqa: E402
 
 from gpualign.atomic import atomic_path  # noqa: E402
 from gpualign.errors import job_errors  # noqa: E402
-from gpualign.fastq import read_batches, read_interleaved_pairs  # noqa: E402
+from gpualign.fastq import read_batches, read_interleaved_fastq, read_interleaved_pairs  # noqa: E402
 from gpualign.genome import load_genome  # noqa: E402
 from gpualign.index import load_index  # noqa: E402
 from gpualign.mapper import map_reads  # noqa: E402
-from gpualign.pairing import fragments_per_batch  # noqa: E402
 from gpualign.params import MapParams  # noqa: E402
 
 out = snakemake.output
@@ -44,10 +43,12 @@ with job_errors(snakemake.rule, log, snakemake.output[0]):
     if "mates" in snakemake.input.keys():
         reads = read_interleaved_pairs(snakemake.input.reads, snakemake.input.mates, index.k, params.batch_size,
                                        snakemake.threads)
-    else:   # a paired chunk interleaves the mates (split_reads checked them), in whole blocks a batch
-        reads = read_batches(snakemake.input.reads, index.k,
-                             2 * fragments_per_batch(params.batch_size) if paired else params.batch_size,
-                             snakemake.threads, allow_empty=chunk_of_sample)
+    elif paired:   # a chunk of a paired sample: mates interleaved (split_reads checked them)
+        reads = read_interleaved_fastq(snakemake.input.reads, index.k, params.batch_size, snakemake.threads,
+                                       allow_empty=True)
+    else:
+        reads = read_batches(snakemake.input.reads, index.k, params.batch_size, snakemake.threads,
+                             allow_empty=chunk_of_sample)
     with (atomic_path(bai) if bai else contextlib.nullcontext()) as tmp_bai, atomic_path(out.bam) as tmp:
         map_reads(
             genome, index, reads, tmp, params,
