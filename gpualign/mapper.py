@@ -225,7 +225,8 @@ def map_pair_batch(batch: Reads, genome, index, p: MapParams, backend, times: St
     with times("pairing"):
         starts = pairing.block_starts(n // 2, pairing.INSERT_BLOCK)
         block = pairing.block_of_fragments(starts, n // 2)
-        inserts = pairing.insert_estimates(key, mapq, incomplete, lengths, genome.offsets, starts)
+        inserts = pairing.insert_estimates(key, mapq, incomplete, lengths, genome.offsets, starts,
+                                             pairing.MIN_FRAGMENTS)
         eff, raw, loc, span, keep = all_loci(pair_start, pair_key, ext, lengths, p.max_indels, p.clip_penalty)
         tasks = pairing.rescue_tasks(pair_start, pair_key, eff, keep, lengths, block, inserts, genome.offsets,
                                      genome.ends, p.max_indels, p.min_score, p.unpaired_penalty)

@@ -30,6 +30,8 @@ MAX_FRAGMENT = 100_000  # longer "fragments" are not pairs (a chimera, a structu
 SPREAD = 4.0            # proper pairs lie within mean +/- SPREAD standard deviations
 OUTLIER_IQR = 2.0       # estimate from inserts within this many IQRs of the quartiles (after bwa)
 RESCUE_PER_READ = 4     # placements of a mate whose partner is searched for around them
+# columns of insert_estimates' rows
+VALID, MEAN, SD, LOW, HIGH, COUNT = range(6)
 
 
 @njit(cache=True, nogil=True)
@@ -37,8 +39,6 @@ def mate_min_score(min_score):
     """A mate in a proper pair may score this little (two thirds of min_score) when its partner
     reaches min_score: the pair, not the short or poor read alone, places it (bwa reports such mates)."""
     return (2 * min_score) // 3
-# stats columns
-VALID, MEAN, SD, LOW, HIGH, COUNT = range(6)
 
 
 def block_starts(fragments: int, block: int) -> np.ndarray:
@@ -57,9 +57,9 @@ def fragments_per_batch(batch_size: int) -> int:
 
 
 def paired_batches(batches, block: int | None = None):
-    """Batches of fragments (interleaved Reads) re-cut so each holds whole estimate blocks: the
-    reader's batches already are multiples of the block, and a final batch shorter than half a
-    block is joined to the one before it, as block_starts would join its block."""
+    """Batches of fragments (interleaved Reads) holding whole estimate blocks: the reader's batches
+    already are whole blocks, and a final batch shorter than half a block is joined to the one
+    before it, as block_starts joins a short last block."""
     from .reads import concatenate
     block = block or INSERT_BLOCK
     held = None
@@ -97,8 +97,9 @@ def fr_insert(kx, nx, ky, ny, c_off):
 
 
 @njit(cache=True, nogil=True)
-def insert_estimates(key, mapq, incomplete, lengths, c_off, starts):
-    """Per block of fragments: valid, mean, sd, low, high (proper-pair insert range), count.
+def insert_estimates(key, mapq, incomplete, lengths, c_off, starts, min_fragments):
+    """Per block of fragments: valid, mean, sd, low, high (proper-pair insert range), count; valid
+    where at least min_fragments (MIN_FRAGMENTS, an argument so tests can lower it) count.
 
     From fragments whose mates both placed confidently on their own: the quartiles, then mean and
     sd of the inserts within OUTLIER_IQR interquartile ranges of them (after bwa's estimate)."""
@@ -119,7 +120,7 @@ def insert_estimates(key, mapq, incomplete, lengths, c_off, starts):
                 ins[m] = d
                 m += 1
         stats[b, COUNT] = m
-        if m < MIN_FRAGMENTS:
+        if m < min_fragments:
             continue
         v = np.sort(ins[:m])
         q1 = v[(m - 1) // 4]
@@ -261,22 +262,15 @@ def choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, n
         st = stats[block[f]]
         if st[VALID] == 0:
             continue
-        lo = np.int64(st[LOW])
-        hi = np.int64(st[HIGH])
         best = NEG
         second = NEG
         nties = 0
-        floor = mate_min_score(min_score)
         for x in range(pair_start[r1], pair_start[r1 + 1]):
-            if not keep[x] or eff[x] < floor:
-                continue
             for y in range(pair_start[r2], pair_start[r2 + 1]):
-                if not keep[y] or eff[y] < floor or max(eff[x], eff[y]) < min_score:
+                s = combination_score(x, y, pair_key, eff, keep, lengths[r1], lengths[r2], st, c_off, match,
+                                      min_score)
+                if s == NEG:
                     continue
-                d = fr_insert(pair_key[x], lengths[r1], pair_key[y], lengths[r2], c_off)
-                if d < lo or d > hi:
-                    continue
-                s = eff[x] + eff[y] - insert_penalty(d, st[MEAN], st[SD], match)
                 if s > best:
                     second = best
                     best = s
@@ -300,13 +294,9 @@ def choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, n
             bx = -1
             by = -1
             for x in range(pair_start[r1], pair_start[r1 + 1]):
-                if not keep[x] or eff[x] < floor:
-                    continue
                 for y in range(pair_start[r2], pair_start[r2 + 1]):
-                    if not keep[y] or eff[y] < floor or max(eff[x], eff[y]) < min_score:
-                        continue
-                    d = fr_insert(pair_key[x], lengths[r1], pair_key[y], lengths[r2], c_off)
-                    if d < lo or d > hi or eff[x] + eff[y] - insert_penalty(d, st[MEAN], st[SD], match) != best:
+                    if combination_score(x, y, pair_key, eff, keep, lengths[r1], lengths[r2], st, c_off, match,
+                                         min_score) != best:
                         continue
                     after = cx < 0 or pair_key[x] > pair_key[cx] or (pair_key[x] == pair_key[cx] and pair_key[y] > pair_key[cy])
                     first = bx < 0 or pair_key[x] < pair_key[bx] or (pair_key[x] == pair_key[bx] and pair_key[y] < pair_key[by])
@@ -324,6 +314,21 @@ def choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, n
                    match, mismatch, min_score, out_key, out_local, out_as, out_xs, out_mapq)
         out_proper[r1] = 1
         out_proper[r2] = 1
+
+
+@njit(cache=True, nogil=True)
+def combination_score(x, y, pair_key, eff, keep, n1, n2, st, c_off, match, min_score):
+    """Score of R1 at candidate x with R2 at candidate y as a proper pair: both scores less the
+    insert-size penalty; NEG unless both are kept loci, one reaches min_score, the other
+    mate_min_score, and they form an FR fragment within the block's insert range."""
+    if not keep[x] or not keep[y] or max(eff[x], eff[y]) < min_score:
+        return NEG
+    if min(eff[x], eff[y]) < mate_min_score(min_score):
+        return NEG
+    d = fr_insert(pair_key[x], n1, pair_key[y], n2, c_off)
+    if d < st[LOW] or d > st[HIGH]:
+        return NEG
+    return eff[x] + eff[y] - insert_penalty(d, st[MEAN], st[SD], match)
 
 
 @njit(cache=True, nogil=True)

@@ -79,14 +79,14 @@ def test_insert_estimate_recovers_mean_and_sd_despite_outliers():
     mapq = np.full(2 * n, 60, dtype=np.int64)
     mapq[2 * 5] = 0                                                              # not confident: left out
     stats = pairing.insert_estimates(key, mapq, np.zeros(2 * n, dtype=np.bool_), lengths,
-                                     np.array([0], dtype=np.int64), np.array([0, n], dtype=np.int64))
+                                     np.array([0], dtype=np.int64), np.array([0, n], dtype=np.int64), 16)
     valid, mean, sd, low, high, count = stats[0]
     assert valid == 1 and count == n - 1
     assert mean == pytest.approx(350, abs=4) and sd == pytest.approx(30, rel=0.15)
     assert low == pytest.approx(mean - 4 * sd, abs=1) and high == pytest.approx(mean + 4 * sd, abs=1)
     # too few fragments: no estimate
     few = pairing.insert_estimates(key[:20], mapq[:20], np.zeros(20, dtype=np.bool_), lengths[:20],
-                                   np.array([0], dtype=np.int64), np.array([0, 10], dtype=np.int64))
+                                   np.array([0], dtype=np.int64), np.array([0, 10], dtype=np.int64), 16)
     assert few[0, 0] == 0
 
 
