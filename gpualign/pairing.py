@@ -27,7 +27,8 @@ INSERT_BLOCK = 1 << 16
 MIN_FRAGMENTS = 16      # confidently placed FR fragments an estimate needs; fewer: no proper pairs
 CONFIDENT_MAPQ = 20     # both mates at least this (single-end) to count towards the estimate
 MAX_FRAGMENT = 100_000  # longer "fragments" are not pairs (a chimera, a structural variant)
-SPREAD = 4.0            # proper pairs lie within mean +/- SPREAD standard deviations
+SPREAD = 4.0            # proper pairs lie within mean +/- SPREAD standard deviations ...
+PROPER_IQR = 3.0        # ... or within this many IQRs of the quartiles, whichever is wider (as bwa)
 OUTLIER_IQR = 2.0       # estimate from inserts within this many IQRs of the quartiles (after bwa)
 RESCUE_PER_READ = 4     # placements of a mate whose partner is searched for around them
 # columns of insert_estimates' rows
@@ -98,7 +99,8 @@ def fr_insert(kx, nx, ky, ny, c_off):
 
 @njit(cache=True, nogil=True)
 def insert_estimates(key, mapq, incomplete, lengths, c_off, starts, min_fragments):
-    """Per block of fragments: valid, mean, sd, low, high (proper-pair insert range), count; valid
+    """Per block of fragments: valid, mean, sd, low, high (the proper-pair insert range: SPREAD sds
+    around the mean or PROPER_IQR IQRs outside the quartiles, whichever is wider), count; valid
     where at least min_fragments (MIN_FRAGMENTS, an argument so tests can lower it) count.
 
     From fragments whose mates both placed confidently on their own: the quartiles, then mean and
@@ -140,8 +142,8 @@ def insert_estimates(key, mapq, incomplete, lengths, c_off, starts, min_fragment
         stats[b, VALID] = 1
         stats[b, MEAN] = mean
         stats[b, SD] = sd
-        stats[b, LOW] = max(1.0, math.floor(mean - SPREAD * sd))
-        stats[b, HIGH] = math.ceil(mean + SPREAD * sd)
+        stats[b, LOW] = max(1.0, math.floor(min(mean - SPREAD * sd, q1 - PROPER_IQR * (q3 - q1))))
+        stats[b, HIGH] = math.ceil(max(mean + SPREAD * sd, q3 + PROPER_IQR * (q3 - q1)))
     return stats
 
 
