@@ -8,12 +8,9 @@
 #     zcat /usr/share/doc/smalt/test/data/hs37chrXtrunc.fa.gz | grep -v '>' | tr -d '\n' | head -c 20000000 | fold -w 60
 #   } | gzip > .data/chrX20.fa.gz
 # Peers from .peer/*.deb (apt-get download bwa minimap2), wheels from .whl, both set up by device_env.sh.
-# All of .whl, .peer and .data pass the 64 MiB a call may carry: carry only the wheels this needs.
-#   run(command="bash bench/gpu_paired.sh", carry=[".whl/numpy-2.4.6-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
-#       ".whl/pysam-0.24.1-cp312-cp312-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
-#       ".whl/psutil-7.2.2-cp36-abi3-manylinux2010_x86_64.manylinux_2_12_x86_64.manylinux_2_28_x86_64.whl",
-#       ".whl/isal-1.9.1-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64.whl",
-#       ".whl/rapidgzip-0.16.1-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl", ".peer", ".data"])
+# .whl less pulp's 16 MiB wheel (only Snakemake's ILP scheduler uses it), .peer and .data fit in the 64 MiB a call
+# may carry:
+#   run(command="GENOMES=ecoli NPAIRS=5000000 bash bench/gpu_paired.sh", carry=[".whl", ".peer", ".data"])
 # Settings by environment: NPAIRS [100000: 200k reads, as gpu_check.sh], GENOMES ["ecoli chrX20"],
 # THREADS [nproc], PEERS [bwa,minimap2], BACKEND [cuda]. Where both genomes do not fit in one 10-minute call
 # (NPAIRS=200000 may not), run GENOMES=ecoli, then GENOMES=chrX20: a warm machine reuses /tmp/gpualign_paired
