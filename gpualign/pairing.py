@@ -269,7 +269,7 @@ def choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, n
         nties = 0
         for x in range(pair_start[r1], pair_start[r1 + 1]):
             for y in range(pair_start[r2], pair_start[r2 + 1]):
-                s = combination_score(x, y, pair_key, eff, keep, lengths[r1], lengths[r2], st, c_off, match,
+                s = combination_score(x, y, pair_key, eff, raw, keep, lengths[r1], lengths[r2], st, c_off, match,
                                       min_score)
                 if s == NEG:
                     continue
@@ -297,7 +297,7 @@ def choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, n
             by = -1
             for x in range(pair_start[r1], pair_start[r1 + 1]):
                 for y in range(pair_start[r2], pair_start[r2 + 1]):
-                    if combination_score(x, y, pair_key, eff, keep, lengths[r1], lengths[r2], st, c_off, match,
+                    if combination_score(x, y, pair_key, eff, raw, keep, lengths[r1], lengths[r2], st, c_off, match,
                                          min_score) != best:
                         continue
                     after = cx < 0 or pair_key[x] > pair_key[cx] or (pair_key[x] == pair_key[cx] and pair_key[y] > pair_key[cy])
@@ -319,13 +319,14 @@ def choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, n
 
 
 @njit(cache=True, nogil=True)
-def combination_score(x, y, pair_key, eff, keep, n1, n2, st, c_off, match, min_score):
+def combination_score(x, y, pair_key, eff, raw, keep, n1, n2, st, c_off, match, min_score):
     """Score of R1 at candidate x with R2 at candidate y as a proper pair: both scores less the
-    insert-size penalty; NEG unless both are kept loci, one reaches min_score, the other
-    mate_min_score, and they form an FR fragment within the block's insert range."""
+    insert-size penalty; NEG unless both are kept loci, one scores min_score, the other's alignment
+    mate_min_score (before clipping penalties: a clipped mate beside its partner is still placed),
+    and they form an FR fragment within the block's insert range."""
     if not keep[x] or not keep[y] or max(eff[x], eff[y]) < min_score:
         return NEG
-    if min(eff[x], eff[y]) < mate_min_score(min_score):
+    if min(raw[x], raw[y]) < mate_min_score(min_score):
         return NEG
     d = fr_insert(pair_key[x], n1, pair_key[y], n2, c_off)
     if d < st[LOW] or d > st[HIGH]:

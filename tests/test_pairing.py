@@ -198,3 +198,20 @@ def test_interleave_alternates_mates():
     for field in ("codes", "rc_codes", "quals", "read_off", "packed", "rc_packed", "word_off", "hbin", "rc_hbin",
                   "name_hash", "names", "name_off"):
         assert np.array_equal(getattr(m, field), getattr(want, field)), field
+
+
+def test_a_poor_clipped_mate_is_placed_beside_its_partner(backend, world, small_blocks):
+    """R2 of fragment 0 aligns over 23 bases only (the rest is adapter-like junk): on its own that
+    scores under min_score, and it stays unmapped; beside its unique partner it is placed, clipped,
+    as bwa reports such mates."""
+    rng, genome, seqs, index = world
+    batch, (names, reads, quals) = simulate_pairs(rng, seqs, 40, length=60, insert=(250, 20), sub=0.0, indel=0.0)
+    junk = "".join(rng.choice(list("ACGT"), size=37))
+    reads[1] = (reads[1][:23].decode() + junk).encode()   # local 23, less a clip: 18, under 20
+    batch = encode_reads(names, reads, quals, 8)
+    assert len(map_batch(subset(batch, 1, 2), genome, index, P, backend).mapped) == 0
+    res = map_pair_batch(batch, genome, index, P, backend)
+    placed = mapped_positions(batch, res, genome)
+    contig, s1, s2 = true_starts(names[0].decode())
+    assert res.proper[0] == res.proper[1] == 1
+    assert res.local[1] == 1 and placed[1][0] == contig
