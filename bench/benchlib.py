@@ -337,6 +337,20 @@ def score_bams(bams: dict, n_reads: int, threads: int, tolerance: int = 5, paire
     return scores
 
 
+def add_accuracy(results: dict, bams: dict, n_reads: int, args, steps: dict, paired: bool = False) -> None:
+    """Score each aligner's BAM (score_bams) into results[aligner]["accuracy"], timed in steps; warn
+    where a read (paired: a mate) is not primary exactly once."""
+    start = time.perf_counter()
+    scores = score_bams(bams, n_reads, args.threads, args.tolerance, paired=paired)
+    steps["accuracy_s"] = round(time.perf_counter() - start, 2)
+    log(f"scored {len(scores)} BAMs in {steps['accuracy_s']} s")
+    for aligner, score in scores.items():
+        results[aligner]["accuracy"] = score_dict(score)
+        if not score.once_each:
+            log(f"WARNING: {aligner}: {'mates' if paired else 'reads'} not primary exactly once "
+                f"(missing {score.missing}, duplicated {score.duplicated}, unknown {score.unknown})")
+
+
 def score_dict(s: accuracy.Score) -> dict:
     return {
         "reads_in": s.reads_in, "primary": s.primary, "mapped": s.mapped, "correct": s.correct,

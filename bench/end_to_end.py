@@ -249,15 +249,7 @@ def main(argv=None) -> int:
     done = {a: mapdir / f"{a}.bam" for a, r in results.items() if "error" not in r}
 
     if not args.skip_accuracy and done:
-        start = time.perf_counter()
-        scores = bl.score_bams(done, args.reads, args.threads, args.tolerance)
-        steps["accuracy_s"] = round(time.perf_counter() - start, 2)
-        log(f"scored {len(scores)} BAMs in {steps['accuracy_s']} s")
-        for aligner, score in scores.items():
-            results[aligner]["accuracy"] = bl.score_dict(score)
-            if not score.once_each:
-                log(f"WARNING: {aligner}: reads not primary exactly once (missing {score.missing}, "
-                    f"duplicated {score.duplicated}, unknown {score.unknown})")
+        bl.add_accuracy(results, done, args.reads, args, steps)
     if not args.keep_bams:
         for path in mapdir.glob("*.bam*"):
             path.unlink()

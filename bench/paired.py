@@ -204,14 +204,7 @@ def main(argv=None) -> int:
     done = {a: mapdir / f"{a}.bam" for a, r in results.items() if "error" not in r}
 
     if not args.skip_accuracy and done:
-        start = time.perf_counter()
-        scores = bl.score_bams(done, args.pairs, args.threads, args.tolerance, paired=True)
-        steps["accuracy_s"] = round(time.perf_counter() - start, 2)
-        for aligner, score in scores.items():
-            results[aligner]["accuracy"] = bl.score_dict(score)
-            if not score.once_each:
-                log(f"WARNING: {aligner}: mates not primary exactly once (missing {score.missing}, "
-                    f"duplicated {score.duplicated}, unknown {score.unknown})")
+        bl.add_accuracy(results, done, args.pairs, args, steps, paired=True)
     if not args.keep_bams:
         for path in mapdir.glob("*.bam*"):
             path.unlink()

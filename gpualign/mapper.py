@@ -173,33 +173,13 @@ class StageTimes:
 
 def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTimes | None = None) -> BatchResult:
     times = times or StageTimes()
-    n = len(batch)
-    lengths = batch.lengths
-    with times("exact match"):
-        counts, ekeys = backend.exact_stage(batch, genome, index, p)
-    need = np.flatnonzero(counts < 2)
-    with times("seeding"):
-        ncand, ckeys, cvotes, dropped = backend.candidate_stage(batch, need, index, p)
-        ncand, ckeys, cvotes, dropped = reseed_incomplete(batch, need, counts, index, p, backend,
-                                                          ncand, ckeys, cvotes, dropped)
+    counts, ekeys, _, pair_key, pair_start, incomplete, ext = extended_candidates(batch, genome, index, p, backend,
+                                                                                 times, multi_exact=False)
+    key, local, score, sub, mapq = single_end_choice(batch, pair_start, pair_key, ext, incomplete, p, times)
     with times("choice"):
-        pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys, False)
-        incomplete = search_incomplete(n, need, cvotes, dropped, counts)
-    with times("extension"):
-        ext = backend.extend_stage(batch, genome, pair_read, pair_key, p)
-    key = np.full(n, -1, dtype=np.int64)
-    local = np.zeros(n, dtype=np.int64)
-    score = np.zeros(n, dtype=np.int64)
-    sub = np.full(n, -1, dtype=np.int64)
-    mapq = np.zeros(n, dtype=np.int64)
-    with times("choice"), HOST_PARALLEL:
-        choose(lengths, batch.name_hash, pair_start, pair_key, ext, incomplete, p.max_indels, p.match,
-               p.mismatch, p.clip_penalty, p.min_score, key, local, score, sub, mapq)
-        place_multi_exact(counts, ekeys, batch.name_hash, lengths, p.max_exact, p.match, key, local, score, sub, mapq)
-    mapped = np.flatnonzero(key >= 0)
-    with times("traceback"):
-        ops, lens, trace = backend.traceback_stage(batch, genome, mapped, key[mapped], local[mapped], p)
-    return BatchResult(key, local, score, sub, mapq, ops, lens, trace, mapped)
+        place_multi_exact(counts, ekeys, batch.name_hash, batch.lengths, p.max_exact, p.match, key, local, score,
+                          sub, mapq)
+    return traced(batch, genome, p, backend, times, key, local, score, sub, mapq)
 
 
 def map_pair_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTimes | None = None) -> BatchResult:
@@ -209,24 +189,15 @@ def map_pair_batch(batch: Reads, genome, index, p: MapParams, backend, times: St
     times = times or StageTimes()
     n = len(batch)
     lengths = batch.lengths
-    with times("exact match"):
-        counts, ekeys = backend.exact_stage(batch, genome, index, p)
-    need = np.flatnonzero(counts < 2)
-    with times("seeding"):
-        ncand, ckeys, cvotes, dropped = backend.candidate_stage(batch, need, index, p)
-        ncand, ckeys, cvotes, dropped = reseed_incomplete(batch, need, counts, index, p, backend,
-                                                          ncand, ckeys, cvotes, dropped)
-    with times("choice"):
-        pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys, True)
-        incomplete = search_incomplete(n, need, cvotes, dropped, counts) | (counts > p.max_exact)
-    with times("extension"):
-        ext = backend.extend_stage(batch, genome, pair_read, pair_key, p)
+    counts, ekeys, pair_read, pair_key, pair_start, incomplete, ext = extended_candidates(
+        batch, genome, index, p, backend, times, multi_exact=True)
+    incomplete |= counts > p.max_exact   # exact copies beyond those stored were not seen
     key, local, score, sub, mapq = single_end_choice(batch, pair_start, pair_key, ext, incomplete, p, times)
     with times("pairing"):
         starts = pairing.block_starts(n // 2, pairing.INSERT_BLOCK)
         block = pairing.block_of_fragments(starts, n // 2)
         inserts = pairing.insert_estimates(key, mapq, incomplete, lengths, genome.offsets, starts,
-                                             pairing.MIN_FRAGMENTS)
+                                           pairing.MIN_FRAGMENTS)
         eff, raw, loc, span, keep = all_loci(pair_start, pair_key, ext, lengths, p.max_indels, p.clip_penalty)
         tasks = pairing.rescue_tasks(pair_start, pair_key, eff, keep, lengths, block, inserts, genome.offsets,
                                      genome.ends, p.max_indels, p.min_score, p.unpaired_penalty)
@@ -248,6 +219,31 @@ def map_pair_batch(batch: Reads, genome, index, p: MapParams, backend, times: St
         pairing.choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, batch.name_hash, incomplete,
                                  block, inserts, genome.offsets, p.match, p.mismatch, p.min_score, p.unpaired_penalty,
                                  key, local, score, sub, mapq, proper)
+    return traced(batch, genome, p, backend, times, key, local, score, sub, mapq, proper, inserts)
+
+
+def extended_candidates(batch, genome, index, p, backend, times, multi_exact):
+    """The stages every read goes through: exact match, seeding (redone wider where incomplete),
+    candidate loci and their banded extension. Returns (exact counts, exact keys, pair_read, pair_key,
+    pair_start, incomplete, ext), the candidates grouped by read as candidate_pairs makes them."""
+    n = len(batch)
+    with times("exact match"):
+        counts, ekeys = backend.exact_stage(batch, genome, index, p)
+    need = np.flatnonzero(counts < 2)
+    with times("seeding"):
+        ncand, ckeys, cvotes, dropped = backend.candidate_stage(batch, need, index, p)
+        ncand, ckeys, cvotes, dropped = reseed_incomplete(batch, need, counts, index, p, backend,
+                                                          ncand, ckeys, cvotes, dropped)
+    with times("choice"):
+        pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys, multi_exact)
+        incomplete = search_incomplete(n, need, cvotes, dropped, counts)
+    with times("extension"):
+        ext = backend.extend_stage(batch, genome, pair_read, pair_key, p)
+    return counts, ekeys, pair_read, pair_key, pair_start, incomplete, ext
+
+
+def traced(batch, genome, p, backend, times, key, local, score, sub, mapq, proper=None, inserts=None) -> BatchResult:
+    """The batch's result: CIGARs of the chosen placements by banded alignment with traceback."""
     mapped = np.flatnonzero(key >= 0)
     with times("traceback"):
         ops, lens, trace = backend.traceback_stage(batch, genome, mapped, key[mapped], local[mapped], p)

@@ -5,13 +5,14 @@ import numpy as np
 import pysam
 import pytest
 
-from gpualign import core, cpu, cuda, cuda_config, pairing
+from gpualign import core, pairing
 from gpualign.index import build_index
 from gpualign.mapper import as_batches, map_batch, map_pair_batch, map_reads
 from gpualign.params import MapParams
 from gpualign.reads import concatenate, encode_reads, interleave, subset
 
 from helpers import COMP, random_genome, simulate_pairs
+from test_backends import backend  # noqa: F401  (cpu, and cuda in the simulator)
 
 P = MapParams(max_indels=3, max_candidates=4, max_hits=256)
 
@@ -21,14 +22,6 @@ def small_blocks(monkeypatch):
     """Estimate blocks of 24 fragments (an estimate from 8), so tiny inputs hold several."""
     monkeypatch.setattr(pairing, "INSERT_BLOCK", 24)
     monkeypatch.setattr(pairing, "MIN_FRAGMENTS", 8)
-
-
-@pytest.fixture(params=["cpu", "cuda"])
-def backend(request, monkeypatch):
-    if request.param == "cuda":
-        monkeypatch.setattr(cuda_config, "THREADS_PER_BLOCK", 4)
-        return cuda
-    return cpu
 
 
 @pytest.fixture
@@ -115,7 +108,7 @@ def mapped_positions(batch, res, genome):
     return out
 
 
-def test_pairs_are_placed_together_and_flagged_proper(backend, world, small_blocks):
+def test_pairs_are_placed_together_and_flagged_proper(backend, world, small_blocks):  # noqa: F811
     rng, genome, seqs, index = world
     batch, (names, _, _) = simulate_pairs(rng, seqs, 72, length=50, insert=(250, 25))
     res = map_pair_batch(batch, genome, index, P, backend)
@@ -132,7 +125,7 @@ def test_pairs_are_placed_together_and_flagged_proper(backend, world, small_bloc
     assert np.array_equal(res.proper[0::2], res.proper[1::2])   # a pair is proper as a whole
 
 
-def test_mate_rescue_places_a_mate_that_has_no_seed(backend, world, small_blocks):
+def test_mate_rescue_places_a_mate_that_has_no_seed(backend, world, small_blocks):  # noqa: F811
     """R2 of fragment 0 has a mismatch every 8th base, so it holds no exact 8-mer at all: only the
     rescue's Smith-Waterman over the insert window can place it, next to its mate."""
     rng, genome, seqs, index = world
@@ -151,7 +144,7 @@ def test_mate_rescue_places_a_mate_that_has_no_seed(backend, world, small_blocks
     assert res.proper[0] == res.proper[1] == 1
 
 
-def test_the_mate_picks_the_right_copy_of_a_repeat(backend, small_blocks):
+def test_the_mate_picks_the_right_copy_of_a_repeat(backend, small_blocks):  # noqa: F811
     """R1 lies in an exact repeat (two copies); R2 is unique: the pair picks the copy R2 is beside,
     with a MAPQ the single-end read (a coin toss at MAPQ 0) could not have."""
     rng = np.random.default_rng()
@@ -179,10 +172,10 @@ def test_paired_backends_and_batch_sizes_give_identical_records(world, small_blo
     rng, genome, seqs, index = world
     batch, _ = simulate_pairs(rng, seqs, 130, length=50, insert=(250, 30), sub=0.03, indel=0.01)
     records = {}
-    for name, backend, batch_size in (("cpu-all", "cpu", 10_000), ("cpu-small", "cpu", 48), ("cuda", "cuda", 48)):
+    for name, backend_name, batch_size in (("cpu-all", "cpu", 10_000), ("cpu-small", "cpu", 48), ("cuda", "cuda", 48)):
         out = tmp_path / f"{name}.bam"
         map_reads(genome, index, batch, str(out), MapParams(**{**P.__dict__, "batch_size": batch_size}),
-                  backend_name=backend, paired=True)
+                  backend_name=backend_name, paired=True)
         records[name] = bam_records(out)
     assert len(records["cpu-all"]) == len(batch)
     assert records["cpu-small"] == records["cpu-all"]
@@ -200,7 +193,7 @@ def test_interleave_alternates_mates():
         assert np.array_equal(getattr(m, field), getattr(want, field)), field
 
 
-def test_a_poor_clipped_mate_is_placed_beside_its_partner(backend, world, small_blocks):
+def test_a_poor_clipped_mate_is_placed_beside_its_partner(backend, world, small_blocks):  # noqa: F811
     """R2 of fragment 0 aligns over 23 bases only (the rest is adapter-like junk): on its own that
     scores under min_score, and it stays unmapped; beside its unique partner it is placed, clipped,
     as bwa reports such mates."""
