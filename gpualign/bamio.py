@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover
 
 from .core import OP_D, OP_I, OP_M, OP_S, STRAND_BIT, base_at, contig_of
 from .jitcache import use_versioned_cache
+from .output import open_binary
 
 use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
@@ -394,7 +395,7 @@ class BamWriter:
         self.pool = ThreadPoolExecutor(max_workers=self.threads)
         self.jobs = collections.deque()
         self.pending = np.zeros(0, dtype=np.uint8)
-        self.fh = open(path, "wb")
+        self.fh = open_binary(path)
         self.block_starts = []     # compressed offset of each block: virtual offsets for an index
         self.compressed = 0
         header = np.frombuffer(header_bytes(header), dtype=np.uint8)

@@ -104,15 +104,16 @@ class UnsortedBam(RecordSink):
 class SortedBam(RecordSink):
     """Records in coordinate order, then a .bai index (at `index_path`)."""
 
-    def __init__(self, path, header, encode, level, threads, index_path=None, times=None):
+    def __init__(self, path, header, encode, level, threads, index_path=None, times=None, work_dir=None):
         super().__init__(lambda b, r: sort_batch(*encode(b, r)), threads)
         self.path, self.header, self.level, self.threads = path, header, level, threads
         self.index_path = index_path
         self.times = times or (lambda stage: contextlib.nullcontext())
-        # named after the output (an atomic_path temporary), so a rerun clears it if this process dies
+        # named after the output (an atomic_path temporary), so a rerun clears it if this process
+        # dies; work_dir None (a stream output, /dev/null say): the system's temporary folder
         base = os.path.basename(path)
         self.tmpdir = tempfile.mkdtemp(prefix=f"{base if base.startswith('.') else '.' + base}.sort-",
-                                       dir=os.path.dirname(os.path.abspath(path)))
+                                       dir=work_dir)
         self.run = open(os.path.join(self.tmpdir, "records.bin"), "wb")
         self.written = 0
         self.keys, self.starts = [], []

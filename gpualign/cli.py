@@ -1,4 +1,7 @@
-"""Command line: `gpualign index` and `gpualign map`, used as bwa is (the workflow calls the same code)."""
+"""Command line: `gpualign index` and `gpualign map`, used as bwa is (the workflow calls the same code).
+
+Every argument is checked before any work starts; bad input is one line on stderr and exit 1.
+"""
 
 import argparse
 import os
@@ -6,103 +9,189 @@ import shlex
 import sys
 
 from . import __version__
-from .atomic import atomic_path
 from .errors import InputError, one_line
-from .params import MapParams
+from .params import HELP, MapParams
 
-INDEX_SUFFIXES = (".2bit.npy", ".nmask.npy", ".contigs.tsv", ".idx.npz")
+GENOME_SUFFIXES = (".2bit.npy", ".nmask.npy", ".contigs.tsv")
+INDEX_SUFFIX = ".idx.npz"
+MIN_K, MAX_K = 4, 14
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def k_value(text: str) -> int:
+    value = int(text)
+    if not MIN_K <= value <= MAX_K:
+        raise argparse.ArgumentTypeError(f"must be between {MIN_K} and {MAX_K}, got {value}")
+    return value
 
 
 def get_argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpualign", description="GPU short-read DNA aligner")
-    parser.add_argument("--version", action="version", version=f"gpualign {__version__}")
+    parser.add_argument("-v", "--version", action="version", version=f"gpualign {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    idx = sub.add_parser("index", help="build the genome image and k-mer index of a FASTA")
+    idx = sub.add_parser("index", help="build the genome image and k-mer index of a FASTA (as bwa index)")
     idx.add_argument("reference", help="reference FASTA, plain or gzip")
-    idx.add_argument("-p", "--prefix", required=True, help="output prefix (writes PREFIX" + ", PREFIX".join(INDEX_SUFFIXES) + ")")
-    idx.add_argument("-k", type=int, default=8, help="k-mer length of the hash bins [8]; 8 suits genomes up to ~10 Mbp, use 11-12 for a human chromosome (a warning suggests k when bins are too full)")
-    idx.add_argument("--max-occ", type=int, default=500, help="bins with more positions are skipped when seeding [500]")
+    idx.add_argument("-p", "--prefix", required=True,
+                     help="output prefix: writes PREFIX.fa (+ .fai: the masked sequence, for CRAM), PREFIX"
+                          + ", PREFIX".join(GENOME_SUFFIXES) + ", PREFIX" + INDEX_SUFFIX)
+    idx.add_argument("-k", type=k_value, default=8, metavar=f"{MIN_K}-{MAX_K}",
+                     help="k-mer length of the hash bins [8]; 8 suits genomes up to ~10 Mbp, use 11-12 for a "
+                          "human chromosome, 14 for a human genome (a warning suggests k when bins are too full)")
+    idx.add_argument("--max-occ", type=positive_int, default=500,
+                     help="bins with more positions are skipped when seeding [500]")
 
-    mp = sub.add_parser("map", help="align reads; SAM to stdout, or a coordinate-sorted, indexed BAM with -o X.bam")
-    mp.add_argument("prefix", help="index prefix given to `gpualign index`")
-    mp.add_argument("reads", help="reads, FASTQ plain or gzip (R1 of paired reads)")
+    mp = sub.add_parser("map", help="align reads (as bwa mem): SAM to stdout, or sorted BAM/CRAM with -o",
+                        description="Align single-end or paired reads against an index built by `gpualign index` "
+                                    "(or the workflow's resources/reference/NAME.kK).")
+    mp.add_argument("prefix", help="index prefix, as given to `gpualign index -p`")
+    mp.add_argument("reads", help="reads, FASTQ plain or gzip; '-' or a pipe reads a stream (R1 of paired reads)")
     mp.add_argument("mates", nargs="?", help="R2 of paired reads: the mates, in the same order as in READS")
-    mp.add_argument("-o", "--output", default="-", help="output: X.bam for a sorted BAM plus X.bam.bai, anything else SAM in read order; default SAM on stdout")
-    mp.add_argument("--unsorted", action="store_true", help="write the BAM in read order, without an index")
-    mp.add_argument("-l", "--compression-level", type=int, default=1, choices=range(0, 10), metavar="0-9",
-                    help="BGZF deflate level of the BAM [1: ISA-L, several times faster than 6 for files about 15%% bigger]")
-    mp.add_argument("--backend", choices=["auto", "cuda", "cpu"], default="auto", help="where kernels run [auto: cuda if a GPU is usable]")
-    mp.add_argument("-t", "--threads", type=int, default=1, help="CPU threads: FASTQ decompression and parsing, the CPU backend, BAM encoding and compression [1]")
-    mp.add_argument("--rg-id", help="read group ID written as @RG and RG:Z tags")
-    mp.add_argument("--sample", help="read group sample (SM); defaults to the read group ID")
+    io = mp.add_argument_group("input and output")
+    io.add_argument("-p", "--interleaved", action="store_true",
+                    help="READS holds pairs: consecutive records with the same name are mates (as bwa mem -p)")
+    io.add_argument("-o", "--output", default="-",
+                    help="output file: X.bam (coordinate-sorted, + X.bam.bai), X.cram (sorted, + X.cram.crai, "
+                         "against the index's FASTA), X.sam (read order); '-' or no extension: SAM [-: stdout]")
+    io.add_argument("-O", "--output-format", type=str.lower, choices=["sam", "bam", "cram"],
+                    help="format, whatever the output's name says")
+    io.add_argument("--unsorted", action="store_true", help="BAM or CRAM in read order, without an index")
+    io.add_argument("-R", "--read-group", metavar="LINE",
+                    help=r"read group header line such as '@RG\tID:lane1\tSM:NA12878\tLB:lib1\tPL:ILLUMINA' "
+                         r"(\t is a tab; ID required); RG:Z:ID is added to every record (as bwa mem -R)")
+    io.add_argument("-C", "--append-comment", action="store_true",
+                    help="append each read's FASTQ comment (SAM tags such as BC:Z:ACGT) to its record (as bwa mem -C)")
+    io.add_argument("-l", "--compression-level", type=int, default=1, choices=range(0, 10), metavar="0-9",
+                    help="BGZF deflate level of the BAM [1: ISA-L, several times faster than 6 for files about 15%% "
+                         "bigger]")
+    run = mp.add_argument_group("resources")
+    run.add_argument("--backend", choices=["auto", "cuda", "cpu"], default="auto",
+                     help="where kernels run [auto: cuda if a GPU is usable]")
+    run.add_argument("-t", "--threads", type=positive_int, default=1,
+                     help="CPU threads: FASTQ decompression and parsing, the CPU backend, BAM encoding and "
+                          "compression [1]")
+    opts = mp.add_argument_group("mapping options (the workflow's align section)")
     defaults = MapParams()
     for name in MapParams.names():
-        mp.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name),
-                        help=f"[{getattr(defaults, name)}]")
+        opts.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name), metavar="N",
+                          help=f"{HELP[name]} [{getattr(defaults, name)}]")
     return parser
 
 
 def run_index(args, log):
     from .genome import pack_reference
     from .index import build_index, save_index
+    from .reference import mask_reference
     prefix = args.prefix
-    genome = pack_reference(args.reference, prefix + ".2bit.npy", prefix + ".nmask.npy", prefix + ".contigs.tsv")
-    log(f"packed {len(genome.names)} contigs, {genome.size} bp")
+    if not os.path.exists(args.reference):
+        raise InputError(f"reference {args.reference}: no such file")
+    if os.path.isdir(prefix) or prefix.endswith("/"):
+        raise InputError(f"prefix {prefix}: is a folder; give a prefix such as {os.path.join(prefix, 'genome')}")
+    # the masked FASTA is the sequence the reads are aligned to: CRAM output refers to it
+    summary = mask_reference(args.reference, prefix + ".fa", prefix + ".nmask.bed", prefix + ".contigs.tsv")
+    genome = pack_reference(prefix + ".fa", prefix + ".2bit.npy", prefix + ".nmask.npy")
+    log(f"packed {summary['contigs']} contigs, {genome.size} bp ({summary['n_bases']} N)")
     index = build_index(genome, args.k, args.max_occ, progress=log)
-    save_index(index, prefix + ".idx.npz", genome.size)
+    save_index(index, prefix + INDEX_SUFFIX, genome.size, genome=os.path.basename(prefix))
     log(f"index k={index.k}: {len(index.positions)} positions, {index.capped_bins} bins over max_occ={index.max_occ}")
     return 0
 
 
-def load_prefix(prefix):
-    from .genome import load_genome
-    from .index import load_index
-    missing = [prefix + s for s in INDEX_SUFFIXES if not os.path.exists(prefix + s)]
+def index_files(prefix: str) -> tuple[str, list]:
+    """(genome prefix, every file of the index) of an index prefix; a missing file is one line."""
+    from .index import genome_of_index
+    index_path = prefix + INDEX_SUFFIX
+    if not os.path.exists(index_path):
+        raise InputError(f"index {prefix}: missing {index_path} (run `gpualign index REF.fa -p {prefix}` first)")
+    genome = genome_of_index(index_path)
+    files = [genome + s for s in GENOME_SUFFIXES]
+    missing = [f for f in files if not os.path.exists(f)]
     if missing:
         raise InputError(f"index {prefix}: missing {missing[0]} (run `gpualign index REF.fa -p {prefix}` first)")
-    genome = load_genome(prefix + ".2bit.npy", prefix + ".nmask.npy", prefix + ".contigs.tsv")
-    return genome, load_index(prefix + ".idx.npz")
+    return genome, files + [index_path]
 
 
-def read_group(rg_id, sample):
-    if not rg_id:
-        return None
-    if any(c.isspace() for c in rg_id):
-        raise InputError(f"read group ID {rg_id!r}: must not contain white space")
-    return {"ID": rg_id, "SM": sample or rg_id, "PL": "ILLUMINA"}
+def check_read_inputs(args):
+    paths = [args.reads] + ([args.mates] if args.mates else [])
+    if args.interleaved and args.mates:
+        raise InputError("-p reads pairs from one file: give READS only, or READS and MATES without -p")
+    if paths.count("-") > 1:
+        raise InputError("reads: '-' (stdin) can be given once only")
+    for path in paths:
+        if path == "-":
+            continue
+        if not os.path.exists(path):
+            raise InputError(f"reads {path}: no such file")
+        if os.path.isdir(path):
+            raise InputError(f"reads {path}: is a directory")
+    if args.mates and args.mates == args.reads:
+        raise InputError(f"reads {args.reads}: given as both READS and MATES")
+    return paths
+
+
+def open_reads(args, k: int, batch_size: int, threads: int):
+    """Batches of reads as the mapper takes them, with -C comments checked record by record."""
+    from . import fastq
+    from .tags import check_comments
+    comments = args.append_comment
+    extra = {"comments": True} if comments else {}
+    shown = lambda path: "stdin" if path == "-" else path  # noqa: E731
+    if args.mates:
+        batches = fastq.read_interleaved_pairs(args.reads, args.mates, k, batch_size, threads, **extra)
+        describe = lambda done, r: f"reads {shown(args.mates if r % 2 else args.reads)} record {done // 2 + r // 2 + 1}"  # noqa: E731
+    elif args.interleaved:
+        batches = fastq.read_smart_pairs(args.reads, k, batch_size, threads, **extra)
+        describe = lambda done, r: f"reads {shown(args.reads)} record {done + r + 1}"  # noqa: E731
+    else:
+        batches = fastq.read_batches(args.reads, k, batch_size, threads, **extra)
+        describe = lambda done, r: f"reads {shown(args.reads)} record {done + r + 1}"  # noqa: E731
+    if not comments:
+        return batches
+
+    def checked():
+        done = 0
+        for batch in batches:
+            check_comments(batch, lambda r: describe(done, r))
+            done += len(batch)
+            yield batch
+    return checked()
 
 
 def run_map(args, log, argv):
-    from .fastq import read_batches, read_interleaved_pairs
-    from .mapper import map_reads
-    import numba
-    threads = max(1, args.threads)
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    from .cram import check_reference
+    from .output import plan_output, writing
+    from .sam import parse_read_group
+    read_paths = check_read_inputs(args)
     params = MapParams(**{n: getattr(args, n) for n in MapParams.names()}).check()
-    genome, index = load_prefix(args.prefix)
-    if args.mates:
-        reads = read_interleaved_pairs(args.reads, args.mates, index.k, params.batch_size, threads)
-    else:
-        reads = read_batches(args.reads, index.k, params.batch_size, threads)
-    command_line = "gpualign " + " ".join(shlex.quote(a) for a in argv)
-    options = dict(p=params, backend_name=args.backend, threads=threads, read_group=read_group(args.rg_id, args.sample),
-                   command_line=command_line, log=log, compression_level=args.compression_level,
-                   paired=bool(args.mates))
-    if args.output == "-" or not args.output.endswith(".bam"):
-        if args.output == "-":
-            map_reads(genome, index, reads, "-", sam=True, **options)
-            return 0
-        with atomic_path(args.output) as tmp:
-            map_reads(genome, index, reads, tmp, sam=True, **options)
-        return 0
-    if args.unsorted:
-        with atomic_path(args.output) as tmp:
-            map_reads(genome, index, reads, tmp, **options)
-        return 0
-    # the index is renamed into place after the BAM, so a .bai never sits beside a missing BAM
-    with atomic_path(args.output + ".bai") as tmp_bai, atomic_path(args.output) as tmp:
-        map_reads(genome, index, reads, tmp, sort=True, index_path=tmp_bai, **options)
+    read_group = parse_read_group(args.read_group) if args.read_group else None
+    genome_prefix, files = index_files(args.prefix)
+    fasta = genome_prefix + ".fa"
+    beside = [fasta, fasta + ".fai", genome_prefix + ".nmask.bed"]   # written by `gpualign index` too
+    out = plan_output(args.output, args.output_format, args.unsorted, inputs=read_paths + files + beside)
+    args.planned_output = out   # errors while writing name the path the user gave
+    if out.fmt == "cram":
+        check_reference(fasta)
+
+    import numba
+    from .genome import load_genome
+    from .index import load_index
+    from .mapper import map_reads
+    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
+    genome = load_genome(*(genome_prefix + s for s in GENOME_SUFFIXES))
+    index = load_index(args.prefix + INDEX_SUFFIX)
+    reads = open_reads(args, index.k, params.batch_size, args.threads)
+    log(f"writing {out.describe()}")
+    with writing(out) as (path, index_path):
+        map_reads(genome, index, reads, path, params, backend_name=args.backend, threads=args.threads,
+                  read_group=read_group, command_line="gpualign " + shlex.join(argv), log=log, fmt=out.fmt,
+                  compression_level=args.compression_level, sort=out.sort, index_path=index_path,
+                  paired=bool(args.mates or args.interleaved), reference_fasta=fasta)
     return 0
 
 
@@ -117,11 +206,14 @@ def main(argv=None) -> int:
     except InputError as exc:
         print(f"gpualign: error: {exc}", file=sys.stderr)
         return 1
-    except BrokenPipeError:
+    except BrokenPipeError:   # the reader of stdout went away (`| head`): stop quietly
+        sys.stdout = open(os.devnull, "w")
         return 1
     except OSError as exc:   # a full disk, a read-only folder: one line, and the output was not written
-        target = getattr(args, "output", None) or getattr(args, "prefix", None) or "output"
-        print(f"gpualign: error: {one_line(exc, target)}", file=sys.stderr)
+        from .output import user_message
+        out = getattr(args, "planned_output", None)
+        target = out.given if out else (getattr(args, "prefix", None) or "output")
+        print(f"gpualign: error: {one_line(user_message(exc, out), target)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:   # outputs are written atomically: nothing half-written is left
         print("gpualign: interrupted", file=sys.stderr)

@@ -7,6 +7,7 @@ boundary are left out. Bins holding more than `max_occ` positions are kept but s
 mapper (they are repeats that seed nothing useful); how many there are is recorded.
 """
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -116,10 +117,22 @@ def small_k_warning(index: KmerIndex) -> str | None:
             f"(their seeds are skipped), so many reads will not map; use k={suggested_k(size, index.max_occ)}")
 
 
-def save_index(index: KmerIndex, path: str, genome_size: int):
+def save_index(index: KmerIndex, path: str, genome_size: int, genome: str):
+    """Write the index; `genome` is the prefix of its genome image (PREFIX.2bit.npy, ...), relative
+    to the index's folder: the index is found by its own prefix (path less .idx.npz), the genome
+    through it, so `gpualign index` (genome and index share a prefix) and the workflow (one genome,
+    an index per k) both give prefixes `gpualign map` accepts."""
     with atomic_path(path) as tmp:
         np.savez(tmp, k=index.k, max_occ=index.max_occ, offsets=index.offsets,
-                 positions=index.positions, genome_size=genome_size, capped_bins=index.capped_bins)
+                 positions=index.positions, genome_size=genome_size, capped_bins=index.capped_bins,
+                 genome=np.array(genome))
+
+
+def genome_of_index(path: str) -> str:
+    """The genome image's prefix of the index at `path` (an index of before this field: its own)."""
+    with np.load(path) as z:
+        name = str(z["genome"]) if "genome" in z.files else os.path.basename(path)[:-len(".idx.npz")]
+    return os.path.join(os.path.dirname(path), name)
 
 
 def load_index(path: str) -> KmerIndex:

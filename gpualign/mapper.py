@@ -23,12 +23,15 @@ from numba import njit, prange
 
 from .bamio import encode_batch, record_fields
 from .bamout import SortedBam, UnsortedBam
+from . import cram
 from .core import NEG, STRAND_BIT
 from .errors import InputError
 from . import pairing
 from .params import MapParams
+from .output import scratch_dir
 from .placement import all_loci, locus_scores, mapq_of
 from .reads import Reads, subset
+from .tags import append_tags, comment_fields, comment_tags
 from .sam import full_cigar, make_header, mapped_record, md_nm, ref_span, set_mate_fields, unmapped_record
 from .threads import ordered_map
 
@@ -397,6 +400,10 @@ def batch_records(batch: Reads, res: BatchResult, genome, header, rg_id):
     if paired:
         for r, rec in enumerate(records):
             set_mate_fields(rec, fields[r], records[r ^ 1] if row_of[r ^ 1] >= 0 else None)
+    if has_comments(batch):   # read with -C: the comments' tags end each record, as in the BAM
+        for r, rec in enumerate(records):
+            for tag, value, kind in comment_fields(batch, r):
+                rec.set_tag(tag, value, kind)
     return records
 
 
@@ -406,10 +413,19 @@ def batch_bam_records(batch: Reads, res: BatchResult, genome, rg_id):
     row_of[res.mapped] = np.arange(len(res.mapped))
     rg = np.frombuffer((rg_id or "").encode(), dtype=np.uint8)
     paired = res.proper is not None
-    return encode_batch(row_of, batch.names, batch.name_off, batch.codes, batch.rc_codes, batch.quals,
-                        batch.read_off, res.key, res.mapq, res.score, res.sub, res.ops.ravel(), res.lens.ravel(),
-                        res.ops.shape[1], res.trace, genome.packed, genome.nmask, genome.offsets, rg,
-                        res.proper if paired else row_of, paired)
+    buf, offsets, keys = encode_batch(
+        row_of, batch.names, batch.name_off, batch.codes, batch.rc_codes, batch.quals, batch.read_off, res.key,
+        res.mapq, res.score, res.sub, res.ops.ravel(), res.lens.ravel(), res.ops.shape[1], res.trace, genome.packed,
+        genome.nmask, genome.offsets, rg, res.proper if paired else row_of, paired)
+    if has_comments(batch):   # read with -C: the comments' tags end each record
+        _, _, tags, tag_off = comment_tags(batch.comments, batch.comment_off)
+        buf, offsets = append_tags(buf, offsets, tags, tag_off)
+    return buf, offsets, keys
+
+
+def has_comments(batch) -> bool:
+    off = getattr(batch, "comment_off", None)
+    return off is not None and len(off) > 0 and off[-1] > 0
 
 
 def as_batches(reads, batch_size: int, paired: bool = False):
@@ -486,16 +502,24 @@ class Progress:
 
 
 def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="auto",
-              threads: int = 1, read_group=None, command_line="gpualign", log=None, sam=False,
-              compression_level: int = 6, sort: bool = False, index_path: str | None = None, paired: bool = False):
-    """Map reads (one Reads, or an iterable of batches as fastq.read_batches gives) and write them.
+              threads: int = 1, read_group=None, command_line="gpualign", log=None, fmt: str = "bam",
+              compression_level: int = 6, sort: bool = False, index_path: str | None = None, paired: bool = False,
+              reference_fasta: str | None = None):
+    """Map reads (one Reads, or an iterable of batches as fastq.read_batches gives) and write them
+    to out_path ('-' is stdout) as fmt: 'bam' (coordinate-sorted with sort=True, plus a .bai at
+    index_path if given), 'sam' (read order), or 'cram' (as bam, re-encoded by htslib against
+    reference_fasta, with a .crai at index_path if given).
     paired: the reads interleave mates (fastq.read_interleaved_pairs gives them so).
-
-    BAM in read order, or coordinate-sorted with sort=True (plus a .bai at index_path if given);
-    SAM (sam=True, '-' is stdout) is in read order.
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     p.check()
+    if fmt not in ("sam", "bam", "cram"):
+        raise ValueError(f"map_reads: fmt {fmt!r}")
+    if fmt == "cram":
+        with cram.via_bam(out_path, reference_fasta, threads, index_path) as (bam_path, bam_index):
+            return map_reads(genome, index, reads, bam_path, p, backend_name, threads, read_group, command_line,
+                             log, "bam", compression_level, sort, bam_index, paired)
+    sam = fmt == "sam"
     backend = get_backend(backend_name, log)
     header = make_header(genome, read_group, command_line, sort_order="coordinate" if sort and not sam else "unsorted")
     rg_id = read_group["ID"] if read_group else None
@@ -508,7 +532,8 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
     if sam:   # text output goes through pysam's records; BAM is encoded in bulk (bamio)
         out = pysam.AlignmentFile(out_path, "w", header=header)
     elif sort:
-        out = SortedBam(out_path, header, encode, compression_level, threads, index_path, times)
+        out = SortedBam(out_path, header, encode, compression_level, threads, index_path, times,
+                        work_dir=scratch_dir(out_path))
     else:
         out = UnsortedBam(out_path, header, encode, compression_level, threads)
     progress = Progress(log, backend.NAME)

@@ -40,3 +40,23 @@ class MapParams:
     @classmethod
     def names(cls):
         return [f.name for f in fields(cls)]
+
+
+# What each option means, for `gpualign map --help` (the workflow's schema says the same)
+HELP = {
+    "max_indels": "band half-width t of the banded alignment: the most net inserted or deleted bases one "
+                  f"alignment may carry (0-{MAX_INDELS})",
+    "match": "score of a matching base",
+    "mismatch": "penalty of a mismatching base (an N in read or reference scores as a mismatch)",
+    "gap_open": "gap opening penalty: a gap of length L costs gap-open + L * gap-extend",
+    "gap_extend": "gap extension penalty per gap base",
+    "clip_penalty": "cost of soft-clipping a read end: a local alignment is taken only when it beats "
+                    "end-to-end by more than this per clipped end (as bwa -L)",
+    "min_score": "reads whose best alignment scores lower are reported unmapped (as bwa -T)",
+    "max_candidates": "candidate loci extended per read",
+    "max_hits": "seed hits kept per read, both strands together",
+    "max_exact": "exact-match hits stored per read",
+    "unpaired_penalty": "paired reads: cost of placing the two mates apart rather than as a proper pair (as bwa -U)",
+    "batch_size": "reads mapped per batch: bounds host and GPU memory, never changes results "
+                  "(paired reads: whole blocks of 65,536 fragments)",
+}

@@ -5,9 +5,33 @@ import pysam
 
 from . import __version__
 from .core import OP_D, OP_I, OP_M, OP_S
+from .errors import InputError
 from .genome import BASES
 
 FLAG_REVERSE, FLAG_UNMAPPED = 0x10, 0x4
+
+
+def parse_read_group(line: str) -> dict:
+    """bwa's -R: an @RG header line ('@RG\\tID:x\\tSM:y', a typed backslash-t or a real tab
+    between fields) as an ordered dict of its fields; ID is required, every field is kept."""
+    fields = line.replace("\\t", "\t").split("\t")
+    if fields[0] != "@RG" or len(fields) < 2:
+        raise InputError(f"read group '{line}': must be an @RG header line such as '@RG\\tID:lane1\\tSM:sample'")
+    group = {}
+    for field in fields[1:]:
+        if len(field) < 4 or field[2] != ":" or not field[:2].isalnum() or not field[0].isalpha():
+            raise InputError(f"read group '{line}': field {field!r} is not TAG:VALUE")
+        tag, value = field[:2], field[3:]
+        if tag in group:
+            raise InputError(f"read group '{line}': field {tag} given twice")
+        if any(c < " " or c > "~" for c in value):
+            raise InputError(f"read group '{line}': field {tag} holds a character outside ' '..'~'")
+        group[tag] = value
+    if "ID" not in group:
+        raise InputError(f"read group '{line}': no ID field (e.g. '@RG\\tID:lane1\\tSM:sample')")
+    if not group["ID"] or any(c.isspace() for c in group["ID"]):
+        raise InputError(f"read group '{line}': ID must be non-empty, without white space")
+    return group
 
 
 def make_header(genome, read_group: dict | None, command_line: str,

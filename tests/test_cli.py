@@ -1,6 +1,7 @@
 """The command line as a user runs it: index, map to BAM and to SAM on stdout, one-line errors."""
 
 import gzip
+import shlex
 import os
 import shutil
 import subprocess
@@ -10,6 +11,7 @@ import numpy as np
 import pysam
 import pytest
 
+import gpualign
 from gpualign import bamio
 
 from gpualign.cli import main
@@ -38,14 +40,15 @@ def prefix(tmp_path_factory):
 
 def test_map_to_bam_keeps_every_read_once(prefix, tmp_path):
     out = str(tmp_path / "out.bam")
-    assert main(["map", prefix, DEMO_FQ, "-o", out, "-t", "2", "--rg-id", "demo", "--backend", "cpu"]) == 0
+    assert main(["map", prefix, DEMO_FQ, "-o", out, "-t", "2", "-R", r"@RG\tID:demo\tSM:NA1\tLB:lib\tPU:u1\tCN:c", "--backend", "cpu"]) == 0
     with pysam.AlignmentFile(out) as bam:
         header = bam.header.to_dict()
         records = list(bam)
     primary = [r for r in records if not r.is_secondary and not r.is_supplementary]
     assert len(primary) == count_fastq(DEMO_FQ) == len({r.query_name for r in primary})
-    assert header["RG"][0]["ID"] == "demo" and header["PG"][0]["ID"] == "gpualign"
-    assert "map" in header["PG"][0]["CL"]
+    # every field of -R kept, \t read as a tab
+    assert header["RG"] == [{"ID": "demo", "SM": "NA1", "LB": "lib", "PU": "u1", "CN": "c"}]
+    assert header["PG"][0]["ID"] == "gpualign" and header["PG"][0]["CL"].startswith("gpualign map ")
     assert all(r.get_tag("RG") == "demo" for r in records)
     mapped = [r for r in records if not r.is_unmapped]
     assert len(mapped) > 0.95 * len(records)
@@ -70,7 +73,7 @@ def test_auto_backend_says_it_falls_back_to_cpu(prefix, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["map", "/nonexistent/prefix", DEMO_FQ], "missing /nonexistent/prefix.2bit.npy"),
+    (["map", "/nonexistent/prefix", DEMO_FQ], "missing /nonexistent/prefix.idx.npz"),
     (["index", "/nonexistent.fa", "-p", "x"], "/nonexistent.fa: no such file"),
 ])
 def test_errors_are_one_line_without_traceback(args, message):
@@ -124,3 +127,78 @@ def test_map_writes_a_sorted_indexed_bam_equal_to_samtools_sort(prefix, tmp_path
                   if not r.is_unmapped and r.reference_start < 20100 and r.reference_end > 20000]
         assert region == expect and region
     assert sorted(os.listdir(tmp_path)) == ["ref.bam", "s.bam", "s.bam.bai", "u.bam"]
+
+
+# ---- arguments checked before any work -------------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["map", "P", DEMO_FQ, "-t", "0"], "argument -t/--threads: must be at least 1, got 0"),
+    (["map", "P", DEMO_FQ, "-t", "-1"], "argument -t/--threads: must be at least 1, got -1"),
+    (["index", DEMO_FA, "-p", "P", "-k", "15"], "argument -k: must be between 4 and 14, got 15"),
+    (["index", DEMO_FA, "-p", "P", "-k", "3"], "argument -k: must be between 4 and 14, got 3"),
+])
+def test_bad_numbers_are_refused_before_any_work(tmp_path, args, message):
+    proc = subprocess.run([sys.executable, "-m", "gpualign", *args], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+    assert os.listdir(tmp_path) == []   # nothing packed or written
+
+
+@pytest.mark.parametrize("rg, message", [
+    (r"ID:x\tSM:y", "must be an @RG header line"),
+    (r"@RG\tSM:y", "no ID field"),
+    (r"@RG\tID:x\tSM", "field 'SM' is not TAG:VALUE"),
+    (r"@RG\tID:x\tID:y", "field ID given twice"),
+    (r"@RG\tID:a b", "ID must be non-empty, without white space"),
+])
+def test_a_malformed_read_group_is_one_line(prefix, rg, message):
+    proc = run_cli("map", prefix, DEMO_FQ, "-R", rg)
+    assert proc.returncode == 1 and message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "backend" not in proc.stderr
+
+
+def test_version_and_help():
+    for flag in ("-v", "--version"):
+        proc = run_cli(flag)
+        assert proc.returncode == 0 and proc.stdout.strip() == f"gpualign {gpualign.__version__}"
+    text = run_cli("map", "--help").stdout
+    from gpualign.params import HELP, MapParams
+    for name in MapParams.names():   # every mapping flag has its description and default
+        flag = "--" + name.replace("_", "-")
+        assert flag in text
+        assert " ".join(HELP[name].split()[:3]) in " ".join(text.split())
+    for flag in ("-R", "-p", "-C", "-O", "--unsorted", "-o"):
+        assert f"  {flag}" in text
+
+
+def test_the_pg_command_line_reproduces_the_run(prefix, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.symlink(prefix + ".idx.npz", "ix.idx.npz")   # a relative prefix, as a user types it
+    assert main(["map", "ix", DEMO_FQ, "-o", "a.bam", "-t", "2", "--backend", "cpu", "-R", r"@RG\tID:r\tSM:s",
+                 "--min-score", "40", "--unsorted"]) == 0
+    with pysam.AlignmentFile("a.bam") as bam:
+        command = bam.header.to_dict()["PG"][0]["CL"]
+        first = [r.to_string() for r in bam]
+    words = shlex.split(command)
+    assert words[:2] == ["gpualign", "map"]
+    os.rename("a.bam", "first.bam")
+    assert main(words[1:]) == 0   # the CL, as a shell would split it
+    with pysam.AlignmentFile("a.bam") as bam:
+        assert [r.to_string() for r in bam] == first and len(first) == count_fastq(DEMO_FQ)
+
+
+def test_an_index_and_its_genome_may_have_different_prefixes(tmp_path):
+    """The workflow's layout: one genome image NAME.*, an index per k NAME.kK.idx.npz; the CLI
+    accepts NAME.kK as the prefix (the index names its genome)."""
+    from gpualign.genome import load_genome
+    from gpualign.index import build_index, save_index
+    from gpualign.reference import mask_reference
+    from gpualign.genome import pack_reference
+    g = str(tmp_path / "lambda")
+    mask_reference(DEMO_FA, g + ".fa", g + ".nmask.bed", g + ".contigs.tsv")
+    genome = pack_reference(g + ".fa", g + ".2bit.npy", g + ".nmask.npy")
+    save_index(build_index(genome, 9), g + ".k9.idx.npz", genome.size, genome="lambda")
+    out = str(tmp_path / "x.cram")
+    assert main(["map", g + ".k9", DEMO_FQ, "-o", out, "--backend", "cpu"]) == 0
+    with pysam.AlignmentFile(out, reference_filename=g + ".fa") as f:
+        assert sum(1 for r in f if not r.is_unmapped) > 0.95 * count_fastq(DEMO_FQ)
+    assert load_genome(g + ".2bit.npy", g + ".nmask.npy", g + ".contigs.tsv").size == genome.size

@@ -1,5 +1,6 @@
 """index_reference: k-mer hash bins over the genome image."""
 
+import os
 import sys
 
 from gpualign.errors import job_errors
@@ -13,7 +14,10 @@ with job_errors(snakemake.rule, log, snakemake.output[0]):
     index = build_index(
         genome, snakemake.params.k, snakemake.params.max_occ, progress=lambda line: print(line, file=log)
     )
-    save_index(index, snakemake.output[0], genome.size)
+    # the index names its genome image (resources/reference/NAME.*) relative to its own folder, so
+    # `gpualign map resources/reference/NAME.kK` finds both
+    genome_prefix = os.path.basename(snakemake.input.packed)[: -len(".2bit.npy")]
+    save_index(index, snakemake.output[0], genome.size, genome=genome_prefix)
 print(
     f"index k={index.k}: {len(index.positions)} positions, "
     f"{index.capped_bins} bins over max_occ={index.max_occ}",
