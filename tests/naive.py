@@ -144,3 +144,29 @@ def local_best(q, ref, match, mismatch, gap_open, gap_ext):
             if H[i][j] > best:
                 best, bi, bj = H[i][j], i, j
     return best, bi, bj
+
+
+def bam_tags_of_comment(comment: str):
+    """BAM bytes of a SAM-tag comment (tab-separated TAG:TYPE:VALUE, types Z A i H), or None if a
+    field is not one of those: the slow, obvious reading of the SAM spec's binary tag layout."""
+    import re
+    import struct
+    out = b""
+    for field in comment.split("\t"):
+        if field == "":
+            continue
+        m = re.fullmatch(r"([A-Za-z][A-Za-z0-9]):([ZAiH]):(.*)", field, re.S)
+        if not m:
+            return None
+        tag, kind, value = m.groups()
+        if kind == "Z" and all(" " <= c <= "~" for c in value):
+            out += tag.encode() + b"Z" + value.encode() + b"\0"
+        elif kind == "A" and len(value) == 1 and "!" <= value <= "~":
+            out += tag.encode() + b"A" + value.encode()
+        elif kind == "H" and re.fullmatch(r"([0-9A-Fa-f]{2})*", value):
+            out += tag.encode() + b"H" + value.encode() + b"\0"
+        elif kind == "i" and re.fullmatch(r"[+-]?[0-9]{1,10}", value) and -2**31 <= int(value) < 2**31:
+            out += tag.encode() + b"i" + struct.pack("<i", int(value))
+        else:
+            return None
+    return out
