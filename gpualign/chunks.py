@@ -92,19 +92,23 @@ def split_pairs(path1: str, path2: str, outputs: list[str], threads: int = 1) ->
     return [2 * (bounds[c + 1] - bounds[c]) for c in range(len(outputs))]
 
 
-def merge_sorted_bams(inputs: list[str], out_bam: str, threads: int = 1, level: int = 1):
+def merge_sorted_bams(inputs: list[str], out_bam: str, threads: int = 1, level: int = 1,
+                      header: str | None = None, what: str = "chunk"):
     """One coordinate-sorted BAM + .bai from coordinate-sorted chunk BAMs, in chunk order on ties.
 
     Headers: @RG and @PG lines with the same ID are combined (-c -p), as the chunks share them.
+    header: a SAM header file to start from instead of the first input's (samtools merge -h), as
+    the units of a sample give (what = "unit", the word messages use for the inputs).
     """
     for path in inputs:
         if not os.path.isfile(path):
-            raise InputError(f"chunk BAM {path}: no such file")
+            raise InputError(f"{what} BAM {path}: no such file")
     with atomic_path(out_bam + ".bai") as tmp_bai, atomic_path(out_bam) as tmp:
         try:
             # the index is written while merging (##idx## names its file), not by a second read
             pysam.merge("-f", "-c", "-p", "-l", str(level), "-@", str(max(1, threads)), "--write-index",
+                        *(["-h", header] if header else []),
                         "-o", f"{tmp}##idx##{tmp_bai}", *inputs)
         except pysam.SamtoolsError as err:
-            raise InputError(f"merging {len(inputs)} chunk BAMs into {out_bam}: "
+            raise InputError(f"merging {len(inputs)} {what} BAMs into {out_bam}: "
                              f"{' '.join(str(err).split())[:300]}") from None

@@ -81,6 +81,15 @@ def get_argument_parser() -> argparse.ArgumentParser:
     for name in MapParams.names():
         opts.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name), metavar="N",
                           help=f"{HELP[name]} [{getattr(defaults, name)}]")
+
+    cp = sub.add_parser("compile", help="compile every kernel ahead of use (the first run does it otherwise)",
+                        description="Compile every kernel into numba's cache, which `gpualign map` and the workflow "
+                                    "share: NUMBA_CACHE_DIR if set, else ${XDG_CACHE_HOME:-~/.cache}/gpualign. "
+                                    "Once per machine (CPU or GPU model) and version of the kernel code.")
+    cp.add_argument("--backend", choices=["auto", "cuda", "cpu"], default="auto",
+                    help="the backend to compile for [auto: cuda if a GPU is usable]")
+    cp.add_argument("--no-check", action="store_true",
+                    help="skip checking that a fresh process then loads every kernel from the cache")
     return parser
 
 
@@ -138,18 +147,17 @@ def check_read_inputs(args):
 def open_reads(args, k: int, batch_size: int, threads: int):
     """Batches of reads as the mapper takes them, with -C comments checked record by record."""
     from . import fastq
+    from .seqio import shown
     from .tags import check_comments
     comments = args.append_comment
-    extra = {"comments": True} if comments else {}
-    shown = lambda path: "stdin" if path == "-" else path  # noqa: E731
     if args.mates:
-        batches = fastq.read_interleaved_pairs(args.reads, args.mates, k, batch_size, threads, **extra)
+        batches = fastq.read_interleaved_pairs(args.reads, args.mates, k, batch_size, threads, comments=comments)
         describe = lambda done, r: f"reads {shown(args.mates if r % 2 else args.reads)} record {done // 2 + r // 2 + 1}"  # noqa: E731
     elif args.interleaved:
-        batches = fastq.read_smart_pairs(args.reads, k, batch_size, threads, **extra)
+        batches = fastq.read_smart_pairs(args.reads, k, batch_size, threads, comments=comments)
         describe = lambda done, r: f"reads {shown(args.reads)} record {done + r + 1}"  # noqa: E731
     else:
-        batches = fastq.read_batches(args.reads, k, batch_size, threads, **extra)
+        batches = fastq.read_batches(args.reads, k, batch_size, threads, comments=comments)
         describe = lambda done, r: f"reads {shown(args.reads)} record {done + r + 1}"  # noqa: E731
     if not comments:
         return batches
@@ -202,6 +210,9 @@ def main(argv=None) -> int:
     try:
         if args.command == "index":
             return run_index(args, log)
+        if args.command == "compile":
+            from .compile import run as run_compile
+            return run_compile(args, log)
         return run_map(args, log, argv)
     except InputError as exc:
         print(f"gpualign: error: {exc}", file=sys.stderr)

@@ -1,18 +1,22 @@
 """FASTQ(.gz) -> batches of encoded reads, streamed (stage encode_reads, run inside align).
 
-No per-read Python: a decompressor (rapidgzip on several threads when installed, else isal, else
-zlib) feeds blocks of bytes; a numba scan cuts them at record boundaries into batches of at most
-`batch_size` reads; numba parses, validates and encodes each batch over the raw bytes. Batches are
-parsed on worker threads (the numba functions release the GIL) while earlier batches are mapped,
-and handed out in file order, so the first error raised is the first bad record of the file.
+No per-read Python: a decompressor (seqio.Input: rapidgzip on several threads for big files, else
+isal, else zlib) feeds blocks of bytes; a numba scan cuts them at record boundaries into batches of
+at most `batch_size` reads; numba parses, validates and encodes each batch over the raw bytes.
+Batches are parsed on worker threads (the numba functions release the GIL) while earlier batches
+are mapped, and handed out in file order, so the first error raised is the first bad record of the
+file. A path may be `-` (stdin) or any stream (a pipe, a FIFO, `<(...)`): it is read once, and
+messages call `-` stdin. Paired reads come from two files in lockstep (`read_interleaved_pairs`) or
+from one file of consecutive mates (`read_smart_pairs`, bwa mem -p).
+
+With comments=True the readers keep each header's comment (the text after the name and the
+whitespace that ends it, for `-C`) in Reads.comments / comment_off; without, those are empty.
 """
 
 from .jitcache import use_versioned_cache
 
 use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
-import os
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -21,7 +25,7 @@ from numba import njit
 from .errors import InputError
 from .genome import CODE
 from .reads import MAX_READ_LEN, finish_reads
-from .seqio import is_gzip
+from .seqio import Input, shown
 from .threads import in_background, ordered_map
 
 READ_BLOCK = 48 << 20        # decompressed bytes read at a time (a batch holds at most this)
@@ -73,17 +77,21 @@ def content_end(buf, s, e):
 
 
 @njit(cache=True, nogil=True)
-def parse_records(buf, n, seq_ok, whitespace, code):
+def parse_records(buf, n, seq_ok, whitespace, code, want_comments):
     """Parse n complete records; returns (status, record, detail, arrays...).
 
     status is 0 or the code of the first failed check of the first bad record; detail is the
-    offending byte or the two lengths. Names are the header's first word without /1 or /2.
+    offending byte or the two lengths. Names are the header's first word without /1 or /2; with
+    want_comments, comments the rest of the header after the whitespace that ends the name, less
+    trailing whitespace (else comments is empty and comment_off zeros).
     """
     names = np.empty(buf.shape[0], dtype=np.uint8)
     name_off = np.zeros(n + 1, dtype=np.int64)
     codes = np.empty(buf.shape[0] // 2 + 1, dtype=np.uint8)
     quals = np.empty(buf.shape[0] // 2 + 1, dtype=np.uint8)
     read_off = np.zeros(n + 1, dtype=np.int64)
+    comments = np.empty(buf.shape[0] if want_comments else 0, dtype=np.uint8)
+    comment_off = np.zeros(n + 1, dtype=np.int64)
     detail = np.zeros(2, dtype=np.int64)
     i = 0
     for r in range(n):
@@ -103,47 +111,59 @@ def parse_records(buf, n, seq_ok, whitespace, code):
         if he - h0 < 2 or buf[h0] != 64 or whitespace[buf[h0 + 1]]:
             detail[0] = h0
             detail[1] = he
-            return BAD_HEADER, r, detail, names, name_off, codes, quals, read_off
+            return BAD_HEADER, r, detail, names, name_off, codes, quals, read_off, comments, comment_off
         if pe == p0 or buf[p0] != 43:
             detail[0] = p0
             detail[1] = pe
-            return BAD_PLUS, r, detail, names, name_off, codes, quals, read_off
+            return BAD_PLUS, r, detail, names, name_off, codes, quals, read_off, comments, comment_off
         slen = se - s0
         if slen != qe - q0:
             detail[0] = slen
             detail[1] = qe - q0
-            return BAD_LENGTHS, r, detail, names, name_off, codes, quals, read_off
+            return BAD_LENGTHS, r, detail, names, name_off, codes, quals, read_off, comments, comment_off
         if slen > MAX_READ_LEN:
             detail[0] = slen
-            return TOO_LONG, r, detail, names, name_off, codes, quals, read_off
+            return TOO_LONG, r, detail, names, name_off, codes, quals, read_off, comments, comment_off
         base = read_off[r]
         for x in range(slen):
             c = buf[s0 + x]
             if not seq_ok[c]:
                 detail[0] = c
-                return BAD_BASE, r, detail, names, name_off, codes, quals, read_off
+                return BAD_BASE, r, detail, names, name_off, codes, quals, read_off, comments, comment_off
             codes[base + x] = code[c]
         for x in range(slen):
             q = buf[q0 + x]
             if q < 33 or q > 126:
                 detail[0] = q
-                return BAD_QUAL, r, detail, names, name_off, codes, quals, read_off
+                return BAD_QUAL, r, detail, names, name_off, codes, quals, read_off, comments, comment_off
             quals[base + x] = q - 33
         read_off[r + 1] = base + slen
         w = h0 + 1
         while w < he and not whitespace[buf[w]]:
             w += 1
+        if want_comments:
+            c0 = w
+            while c0 < he and whitespace[buf[c0]]:
+                c0 += 1
+            c1 = he
+            while c1 > c0 and whitespace[buf[c1 - 1]]:
+                c1 -= 1
+            cb = comment_off[r]
+            for x in range(c0, c1):
+                comments[cb + x - c0] = buf[x]
+            comment_off[r + 1] = cb + c1 - c0
         if w - (h0 + 1) > 2 and buf[w - 2] == 47 and (buf[w - 1] == 49 or buf[w - 1] == 50):
             w -= 2   # a /1 or /2 mate suffix is not part of the name (as bwa reads it)
         nb = name_off[r]
         for x in range(h0 + 1, w):
             names[nb + x - h0 - 1] = buf[x]
         name_off[r + 1] = nb + w - h0 - 1
-    return 0, n, detail, names, name_off, codes, quals, read_off
+    return 0, n, detail, names, name_off, codes, quals, read_off, comments, comment_off
 
 
 def parse_error(path, chunk, status, record, detail, first_line):
     """The one-line InputError for parse_records' first failure."""
+    path = shown(path)
     line = first_line + 4 * record
     raw = lambda: bytes(chunk[detail[0]:detail[1]])[:30]  # noqa: E731
     if status == BAD_HEADER:
@@ -161,96 +181,70 @@ def parse_error(path, chunk, status, record, detail, first_line):
     return InputError(f"reads {path} line {line + 4}: quality character outside '!'..'~'")
 
 
-def checked_records(path, chunk, n, first_line):
-    """parse_records' arrays (names, name_off, codes, quals, read_off) of a chunk holding exactly
-    n complete records from line first_line + 1; the first bad one raises its one-line error."""
-    status, record, detail, *arrays = parse_records(chunk, n, SEQ_OK, WHITESPACE, CODE)
+def checked_records(path, chunk, n, first_line, comments: bool = False):
+    """parse_records' arrays (names, name_off, codes, quals, read_off, comments, comment_off) of a
+    chunk holding exactly n complete records from line first_line + 1; the first bad one raises
+    its one-line error."""
+    status, record, detail, *arrays = parse_records(chunk, n, SEQ_OK, WHITESPACE, CODE, comments)
     if status:
         raise parse_error(path, chunk, status, record, detail, first_line)
     return arrays
 
 
-def encode_chunk(path, chunk, n, first_line, k):
+def encode_chunk(path, chunk, n, first_line, k, comments: bool = False):
     """Reads of a chunk holding exactly n complete records starting at line first_line + 1."""
-    names, name_off, codes, quals, read_off = checked_records(path, chunk, n, first_line)
+    names, name_off, codes, quals, read_off, text, text_off = checked_records(path, chunk, n, first_line, comments)
     return finish_reads(names[:name_off[n]].copy(), name_off, codes[:read_off[n]].copy(),
-                        quals[:read_off[n]].copy(), read_off, k)
+                        quals[:read_off[n]].copy(), read_off, k, text[:text_off[n]].copy(), text_off)
 
 
-def open_decompressed(path: str, threads: int):
-    """A binary file object of the (decompressed) content."""
-    if not os.path.exists(path):
-        raise InputError(f"reads {path}: no such file")
-    if os.path.isdir(path):
-        raise InputError(f"reads {path}: is a directory")
-    if not is_gzip(path):
-        return open(path, "rb")
-    # rapidgzip returns nothing, without an error, for some small truncated files: only big
-    # ones (where it raises on truncation, and where its threads pay) go through it
-    if threads > 1 and os.path.getsize(path) >= PARALLEL_GZIP_MIN:
-        try:
-            import rapidgzip
-            return rapidgzip.open(path, parallelization=threads)
-        except ImportError:
-            pass
-    try:
-        from isal import igzip
-        return igzip.open(path, "rb")
-    except ImportError:  # pragma: no cover - isal is a dependency; zlib is the last resort
-        import gzip
-        return gzip.open(path, "rb")
-
-
-def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = False):
+def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = False, decoder: str | None = None):
     """(bytes, n records, lines before it) of each batch of at most batch_size complete records.
-    A file with no records is an error unless allow_empty (a chunk of a split sample may be empty)."""
-    try:
-        fh = open_decompressed(path, threads)
-        with fh:
-            pending = b""
-            lines_before = 0
-            eof = False
-            while not eof:
-                block = fh.read(READ_BLOCK)
-                eof = not block
-                data = pending + block
-                if eof and data and not data.endswith(b"\n"):
-                    data += b"\n"      # a last line without its newline is still a line
-                buf = np.frombuffer(data, dtype=np.uint8)
-                start = 0
-                while True:   # every complete record now, in batches of at most batch_size
-                    end, n = cut_records(data, buf, start, batch_size)
-                    if n == 0:
-                        break
-                    yield buf[start:end], n, lines_before
-                    lines_before += 4 * n
-                    start = end
-                pending = data[start:]
-                if eof and pending:
-                    raise InputError(f"reads {path} line {lines_before + 1}: truncated FASTQ record "
-                                     "(file ends inside a record)")
-            if lines_before == 0 and not allow_empty:
-                raise InputError(f"reads {path}: empty file (no FASTQ records)")
-    except (OSError, EOFError, zlib.error, ValueError, RuntimeError) as exc:
-        detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        raise InputError(f"reads {path}: corrupt or truncated gzip data ({detail})") from None
+    A file with no records is an error unless allow_empty (a chunk of a split sample may be empty).
+    decoder: see seqio.Input (None: the fastest that fits)."""
+    with Input(path, "reads", threads, decoder, PARALLEL_GZIP_MIN) as fh:
+        pending = b""
+        lines_before = 0
+        eof = False
+        while not eof:
+            block = fh.read(READ_BLOCK)   # less only at the end of the input, b"" only there
+            eof = not block
+            data = pending + block
+            if eof and data and not data.endswith(b"\n"):
+                data += b"\n"      # a last line without its newline is still a line
+            buf = np.frombuffer(data, dtype=np.uint8)
+            start = 0
+            while True:   # every complete record now, in batches of at most batch_size
+                end, n = cut_records(data, buf, start, batch_size)
+                if n == 0:
+                    break
+                yield buf[start:end], n, lines_before
+                lines_before += 4 * n
+                start = end
+            pending = data[start:]
+            if eof and pending:
+                raise InputError(f"reads {shown(path)} line {lines_before + 1}: truncated FASTQ record "
+                                 "(file ends inside a record)")
+        if lines_before == 0 and not allow_empty:
+            raise InputError(f"reads {shown(path)}: empty file (no FASTQ records)")
 
 
-def read_batches(path: str, k: int, batch_size: int, threads: int = 1, allow_empty: bool = False):
-    """Encoded batches of the file, in order: decompressed and cut on a reader thread, parsed
-    ahead on about half the threads (the rest map and write). A fault the reader meets (a
-    truncated file, say) is raised after the batches before it, so an earlier bad record is
-    reported first."""
+def read_batches(path: str, k: int, batch_size: int, threads: int = 1, allow_empty: bool = False,
+                 comments: bool = False, decoder: str | None = None):
+    """Encoded batches of the file (or `-`, stdin), in order: decompressed and cut on a reader
+    thread, parsed ahead on about half the threads (the rest map and write). A fault the reader
+    meets (a truncated file, say) is raised after the batches before it, so an earlier bad record
+    is reported first. comments: keep each record's header comment (Reads.comments)."""
     workers = max(1, min(8, (threads + 1) // 2))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        source = in_background(chunks(path, batch_size, threads, allow_empty), depth=workers)
-        yield from ordered_map(pool, lambda item: encode_chunk(path, *item, k), source, workers + 1)
+        source = in_background(chunks(path, batch_size, threads, allow_empty, decoder), depth=workers)
+        yield from ordered_map(pool, lambda item: encode_chunk(path, *item, k, comments), source, workers + 1)
 
 
-def encode_fastq(path: str, k: int, threads: int = 1):
+def encode_fastq(path: str, k: int, threads: int = 1, comments: bool = False, decoder: str | None = None):
     """All reads of a FASTQ file as one Reads (for tests and small inputs)."""
     from .reads import concatenate
-    return concatenate(list(read_batches(path, k, 1 << 20, threads)), k)
+    return concatenate(list(read_batches(path, k, 1 << 20, threads, comments=comments, decoder=decoder)), k)
 
 
 def first_name_mismatch(a, b) -> int:
@@ -287,45 +281,101 @@ def exact_batches(batches, size: int):
         yield concatenate(pending, pending[0].k) if len(pending) > 1 else pending[0]
 
 
-def read_pair_batches(path1: str, path2: str, k: int, batch_size: int, threads: int = 1):
+def read_pair_batches(path1: str, path2: str, k: int, batch_size: int, threads: int = 1, comments: bool = False):
     """Batches of mates, (reads of R1, reads of R2), read in lockstep, batch_size each but the last:
     the i-th records of the two files must share a name (after /1 and /2), and both files must hold
     the same number of records; otherwise one line names the files, the record and the problem."""
     half = max(1, threads // 2)
-    first = exact_batches(read_batches(path1, k, batch_size, half), batch_size)
-    second = exact_batches(read_batches(path2, k, batch_size, half), batch_size)
+    first = exact_batches(read_batches(path1, k, batch_size, half, comments=comments), batch_size)
+    second = exact_batches(read_batches(path2, k, batch_size, half, comments=comments), batch_size)
+    name1, name2 = shown(path1), shown(path2)
     done = 0
     for a in first:
         b = next(second, None)
         # both streams are cut into batches of batch_size, so only a last batch may differ in length
         if b is None or len(b) < len(a):
             got = done + (0 if b is None else len(b))
-            raise InputError(f"reads {path2} has fewer records than {path1}: it ends after record {got}")
+            raise InputError(f"reads {name2} has fewer records than {name1}: it ends after record {got}")
         if len(b) > len(a):
-            raise InputError(f"reads {path2} has more records than {path1} ({done + len(a)})")
+            raise InputError(f"reads {name2} has more records than {name1} ({done + len(a)})")
         bad = first_name_mismatch(a, b)
         if bad >= 0:
             record = done + bad + 1
-            raise InputError(f"reads {path1} and {path2}: record {record} (line {4 * record - 3}) is "
+            raise InputError(f"reads {name1} and {name2}: record {record} (line {4 * record - 3}) is "
                              f"{a.name(bad)!r} in one and {b.name(bad)!r} in the other (mates must be in the same order)")
         done += len(a)
         yield a, b
     if next(second, None) is not None:
-        raise InputError(f"reads {path2} has more records than {path1} ({done})")
+        raise InputError(f"reads {name2} has more records than {name1} ({done})")
 
 
-def read_interleaved_pairs(path1: str, path2: str, k: int, batch_size: int, threads: int = 1):
+def read_interleaved_pairs(path1: str, path2: str, k: int, batch_size: int, threads: int = 1, comments: bool = False):
     """Paired batches for the mapper: mates interleaved (read 2i from path1, 2i+1 from path2), each
     batch whole blocks of insert-size estimation (pairing.fragments_per_batch)."""
     from .pairing import fragments_per_batch
     from .reads import interleave
-    for a, b in read_pair_batches(path1, path2, k, fragments_per_batch(batch_size), threads):
+    for a, b in read_pair_batches(path1, path2, k, fragments_per_batch(batch_size), threads, comments):
         yield interleave(a, b)
 
 
-def read_interleaved_fastq(path: str, k: int, batch_size: int, threads: int = 1, allow_empty: bool = False):
+@njit(cache=True, nogil=True)
+def first_unmated(names, name_off, start):
+    """The first read i of start, start + 2, ... whose name differs from read i + 1's, else -1 (a
+    last read without a read after it is not counted)."""
+    for i in range(start, name_off.shape[0] - 2, 2):
+        a, b, e = name_off[i], name_off[i + 1], name_off[i + 2]
+        if b - a != e - b:
+            return i
+        for x in range(b - a):
+            if names[a + x] != names[b + x]:
+                return i
+    return -1
+
+
+def unmated(path, record: int, name: str, after: str | None) -> InputError:
+    """The one-line error for a record (1-based) whose next record is not its mate (none: the end)."""
+    follows = "the file ends" if after is None else f"{after!r} follows"
+    return InputError(f"reads {shown(path)} record {record} (line {4 * record - 3}): {name!r} has no mate "
+                      f"after it ({follows}); with -p, consecutive records with the same name are mates")
+
+
+def mates_in_order(batches, path: str):
+    """The batches of one file of interleaved mates, checked: records 2i and 2i + 1 (counted over
+    the whole file, whichever batch each falls in) share a name (after /1 and /2), and the count is
+    even. Singletons are not supported: the first record without its mate after it is the error."""
+    done = 0
+    last = None   # the name of a batch's last read when its mate is the next batch's first
+    for batch in batches:
+        start = 0
+        if done % 2 and len(batch):
+            if batch.name(0) != last:
+                raise unmated(path, done, last, batch.name(0))
+            start = 1
+        bad = first_unmated(batch.names, batch.name_off, start)
+        if bad >= 0:
+            raise unmated(path, done + bad + 1, batch.name(bad), batch.name(bad + 1))
+        done += len(batch)
+        if done % 2:
+            last = batch.name(len(batch) - 1)
+        yield batch
+    if done % 2:
+        raise unmated(path, done, last, None)
+
+
+def read_smart_pairs(path: str, k: int, batch_size: int, threads: int = 1, comments: bool = False):
+    """Paired batches from one file (or `-`) of interleaved mates, as bwa mem -p reads it: consecutive
+    records with the same name are mates (R1 first). Batches as read_interleaved_pairs gives them:
+    read 2i is R1 of fragment i, 2i+1 its R2, each batch whole insert-size blocks."""
+    from .pairing import fragments_per_batch
+    size = 2 * fragments_per_batch(batch_size)
+    checked = mates_in_order(read_batches(path, k, size, threads, comments=comments), path)
+    return exact_batches(checked, size)
+
+
+def read_interleaved_fastq(path: str, k: int, batch_size: int, threads: int = 1, allow_empty: bool = False,
+                           comments: bool = False):
     """Paired batches from one FASTQ of interleaved mates (a paired chunk of split_reads, which checked
     the mates): exactly whole blocks a batch, so no batch splits a fragment."""
     from .pairing import fragments_per_batch
     size = 2 * fragments_per_batch(batch_size)
-    return exact_batches(read_batches(path, k, size, threads, allow_empty), size)
+    return exact_batches(read_batches(path, k, size, threads, allow_empty, comments), size)

@@ -10,6 +10,9 @@ Built from FASTQ by `fastq.read_batches` (streamed, batch by batch), or from lis
   match exactly, and the exact-match stage skips it).
 - `quals` (uint8 Phred, indexed by read_off), `names` (bytes, `name_off[n+1]`), `name_hash` (uint32,
   FNV-1a of the name: seeds the deterministic choice between equally good placements).
+- `comments` (bytes, `comment_off[n+1]`): each FASTQ header's comment, the text after the name and
+  the whitespace ending it (for `-C`), when the reader was asked for them; else no bytes and
+  `comment_off` zeros (every comment empty). Every function here that makes a Reads carries them.
 """
 
 from dataclasses import dataclass
@@ -39,12 +42,22 @@ class Reads:
     hbin: np.ndarray
     rc_hbin: np.ndarray
     k: int
+    comments: np.ndarray = None
+    comment_off: np.ndarray = None
+
+    def __post_init__(self):
+        if self.comment_off is None:   # not read: every comment empty
+            self.comments = np.empty(0, dtype=np.uint8)
+            self.comment_off = np.zeros(len(self.read_off), dtype=np.int64)
 
     def __len__(self):
         return len(self.read_off) - 1
 
     def name(self, i: int) -> str:
         return bytes(self.names[self.name_off[i]:self.name_off[i + 1]]).decode()
+
+    def comment(self, i: int) -> bytes:
+        return bytes(self.comments[self.comment_off[i]:self.comment_off[i + 1]])
 
     @property
     def lengths(self) -> np.ndarray:
@@ -114,26 +127,30 @@ def pack_reads(codes: np.ndarray, read_off: np.ndarray):
     return words, word_off
 
 
-def finish_reads(names, name_off, codes, quals, read_off, k: int) -> Reads:
-    """Reads from names, base codes and Phred qualities: adds reverse complements, packing, bins."""
+def finish_reads(names, name_off, codes, quals, read_off, k: int, comments=None, comment_off=None) -> Reads:
+    """Reads from names, base codes and Phred qualities (and comments, if read): adds reverse
+    complements, packing, bins."""
     rc = reverse_complements(codes, read_off)
     packed, word_off = pack_reads(codes, read_off)
     rc_packed, _ = pack_reads(rc, read_off)
     return Reads(names=names, name_off=name_off, name_hash=fnv1a_all(names, name_off), codes=codes,
                  rc_codes=rc, quals=quals, read_off=read_off, packed=packed, rc_packed=rc_packed,
-                 word_off=word_off, hbin=header_bins(codes, read_off, k), rc_hbin=header_bins(rc, read_off, k), k=k)
+                 word_off=word_off, hbin=header_bins(codes, read_off, k), rc_hbin=header_bins(rc, read_off, k), k=k,
+                 comments=comments, comment_off=comment_off)
 
 
 def offsets_of(items) -> np.ndarray:
     return np.concatenate(([0], np.cumsum([len(x) for x in items], dtype=np.int64))).astype(np.int64)
 
 
-def encode_reads(names, seqs, quals, k: int) -> Reads:
-    """Reads from lists of names, sequences and FASTQ quality strings (bytes, Phred+33)."""
+def encode_reads(names, seqs, quals, k: int, comments=None) -> Reads:
+    """Reads from lists of names, sequences and FASTQ quality strings (bytes, Phred+33), and
+    optionally of comments (bytes)."""
+    text = None if comments is None else np.frombuffer(b"".join(comments), dtype=np.uint8).copy()
     return finish_reads(np.frombuffer(b"".join(names), dtype=np.uint8).copy(), offsets_of(names),
                         CODE[np.frombuffer(b"".join(seqs), dtype=np.uint8)],
                         (np.frombuffer(b"".join(quals), dtype=np.uint8) - 33).astype(np.uint8),
-                        offsets_of(seqs), k)
+                        offsets_of(seqs), k, text, None if comments is None else offsets_of(comments))
 
 
 def concatenate(batches, k: int) -> Reads:
@@ -150,12 +167,13 @@ def concatenate(batches, k: int) -> Reads:
     return Reads(names=cat("names"), name_off=cat_offsets("name_off"), name_hash=cat("name_hash"),
                  codes=cat("codes"), rc_codes=cat("rc_codes"), quals=cat("quals"),
                  read_off=cat_offsets("read_off"), packed=cat("packed"), rc_packed=cat("rc_packed"),
-                 word_off=cat_offsets("word_off"), hbin=cat("hbin"), rc_hbin=cat("rc_hbin"), k=k)
+                 word_off=cat_offsets("word_off"), hbin=cat("hbin"), rc_hbin=cat("rc_hbin"), k=k,
+                 comments=cat("comments"), comment_off=cat_offsets("comment_off"))
 
 
 def subset(reads: Reads, start: int, end: int) -> Reads:
     """Reads [start, end) as their own Reads (offsets rebased): a mapper batch."""
-    ro, wo, no = reads.read_off, reads.word_off, reads.name_off
+    ro, wo, no, co = reads.read_off, reads.word_off, reads.name_off, reads.comment_off
     return Reads(
         names=reads.names[no[start]:no[end]], name_off=no[start:end + 1] - no[start],
         name_hash=reads.name_hash[start:end],
@@ -163,7 +181,8 @@ def subset(reads: Reads, start: int, end: int) -> Reads:
         quals=reads.quals[ro[start]:ro[end]], read_off=ro[start:end + 1] - ro[start],
         packed=reads.packed[wo[start]:wo[end]], rc_packed=reads.rc_packed[wo[start]:wo[end]],
         word_off=wo[start:end + 1] - wo[start],
-        hbin=reads.hbin[start:end], rc_hbin=reads.rc_hbin[start:end], k=reads.k)
+        hbin=reads.hbin[start:end], rc_hbin=reads.rc_hbin[start:end], k=reads.k,
+        comments=reads.comments[co[start]:co[end]], comment_off=co[start:end + 1] - co[start])
 
 
 @njit(cache=True, nogil=True)
@@ -191,11 +210,13 @@ def interleave(a: Reads, b: Reads) -> Reads:
     names, name_off = interleave_segments(a.names, a.name_off, b.names, b.name_off)
     codes, read_off = interleave_segments(a.codes, a.read_off, b.codes, b.read_off)
     packed, word_off = interleave_segments(a.packed, a.word_off, b.packed, b.word_off)
+    comments, comment_off = interleave_segments(a.comments, a.comment_off, b.comments, b.comment_off)
     return Reads(names=names, name_off=name_off, name_hash=alternate(a.name_hash, b.name_hash), codes=codes,
                  rc_codes=interleave_segments(a.rc_codes, a.read_off, b.rc_codes, b.read_off)[0],
                  quals=interleave_segments(a.quals, a.read_off, b.quals, b.read_off)[0], read_off=read_off,
                  packed=packed, rc_packed=interleave_segments(a.rc_packed, a.word_off, b.rc_packed, b.word_off)[0],
-                 word_off=word_off, hbin=alternate(a.hbin, b.hbin), rc_hbin=alternate(a.rc_hbin, b.rc_hbin), k=a.k)
+                 word_off=word_off, hbin=alternate(a.hbin, b.hbin), rc_hbin=alternate(a.rc_hbin, b.rc_hbin), k=a.k,
+                 comments=comments, comment_off=comment_off)
 
 
 BASE_LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)

@@ -1,36 +1,267 @@
-"""Opening plain or gzip text inputs, with a clear error for unreadable ones."""
+"""Opening plain or gzip text inputs, with one clear line for every way one can fail.
+
+An input is a path or `-` (stdin), opened once: a pipe, a FIFO or `<(...)` cannot be read twice,
+so the two bytes that tell gzip from plain text are read from the stream itself and handed back to
+it (`Prefixed`) rather than read by a second open. Gzip is decoded by one of three decoders over
+that same stream: rapidgzip (several threads; only for big regular files, which it can seek),
+isal's igzip (about twice zlib's speed), or zlib (Python's gzip, the fallback). Whatever a decoder
+raises, wherever in the file, becomes `WHAT F: corrupt or truncated gzip data (...)`.
+"""
 
 import gzip
+import io
 import os
-import zlib
+import re
+import stat
 
 from .errors import InputError
 
 try:  # isal decodes gzip about twice as fast as zlib; optional
-    from isal import igzip as _gzip
+    from isal import igzip as _igzip
 except ImportError:  # pragma: no cover - isal is in the pinned env, zlib is the fallback
-    _gzip = gzip
+    _igzip = None
+
+STDIN = "-"
+GZIP_MAGIC = b"\x1f\x8b"
+PIPE_BUFFER = 1 << 20          # buffer of a non-seekable input (a pipe read gives 64 KiB at most)
+DECODERS = ("rapidgzip", "isal", "zlib")
 
 
-def is_gzip(path: str) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == b"\x1f\x8b"
+def shown(path: str) -> str:
+    """The input's name in messages: `-` is stdin."""
+    return "stdin" if path == STDIN else path
+
+
+class Prefixed(io.RawIOBase):
+    """A raw stream that gives `head` (bytes already read from `raw`) first, then the rest of `raw`:
+    sniffing a pipe's first bytes this way consumes nothing. Only an empty read is the end."""
+
+    def __init__(self, head: bytes, raw):
+        super().__init__()
+        self._head = memoryview(head)
+        self._raw = raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        return self._raw.readinto(b)
+
+    def close(self):
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+
+def read_head(raw, size: int) -> bytes:
+    """The first `size` bytes of a raw stream (fewer only at its end): a pipe may give them piecemeal."""
+    head = b""
+    while len(head) < size:
+        part = raw.read(size - len(head))
+        if not part:
+            break
+        head += part
+    return head
+
+
+def decoder_detail(exc: BaseException) -> str:
+    """A decoder's reason, one short line: rapidgzip's `[Wrapper][Thread 1234]` prefixes dropped."""
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    text = re.sub(r"^(\[[^\]]*\]\s*)+", "", text.splitlines()[0])
+    return text[:120] or type(exc).__name__
+
+
+class Input:
+    """A plain or gzip input (a path or `-`) opened once and read in blocks. `read` gives b"" only at
+    the real end; any failure of the file or of its decoder is one InputError naming the input.
+
+    decoder: None picks rapidgzip for a regular gzip file of at least `parallel_min` bytes when
+    threads > 1, else isal (zlib without isal); "rapidgzip", "isal" or "zlib" force one (rapidgzip
+    needs a regular file: a stream falls back to isal). For tests, and for comparing decoders.
+    """
+
+    def __init__(self, path: str, what: str, threads: int = 1, decoder: str | None = None,
+                 parallel_min: int = 64 << 20):
+        if decoder is not None and decoder not in DECODERS:
+            raise ValueError(f"decoder {decoder!r} is not one of {DECODERS}")
+        self.path, self.what, self.name = path, what, shown(path)
+        self.gzip = False
+        self.decoder = None          # the decoder's name, for a gzip input
+        self._size = 0               # a regular file's size: where rapidgzip must stop
+        self._fh = None
+        self._stream = None          # the opened file under a decoder (a decoder leaves it open)
+        self._ahead = None           # rapidgzip's next block, read before the one handed out
+        self._given = 0              # bytes handed out by rapidgzip (isal skips them if it takes over)
+        raw = self._open_raw()
+        try:
+            head = self._guard(lambda: read_head(raw, 2), gz=False)
+            mode = self._guard(lambda: os.fstat(raw.fileno()).st_mode, gz=False)
+            regular = stat.S_ISREG(mode) and raw.seekable()
+            whole = False            # a regular file read from its start: rapidgzip may open it by path
+            if regular:
+                self._size = os.fstat(raw.fileno()).st_size
+                whole = raw.seek(-len(head), io.SEEK_CUR) == 0 and path != STDIN   # stdin may start further on
+                fh = io.BufferedReader(raw)
+            else:
+                fh = io.BufferedReader(Prefixed(head, raw), PIPE_BUFFER)
+        except BaseException:
+            raw.close()
+            raise
+        self.gzip = head == GZIP_MAGIC
+        if not self.gzip:
+            self._fh = fh
+            return
+        self._stream = fh
+        self.decoder = decoder or ("rapidgzip" if threads > 1 and self._size >= parallel_min else "isal")
+        if self.decoder == "rapidgzip" and not whole:
+            self.decoder = "isal"
+        try:
+            self._fh = self._guard(lambda: self._start(fh, threads))
+        except BaseException:
+            fh.close()
+            raise
+
+    def _start(self, fh, threads: int):
+        try:
+            return self._open_decoder(fh, threads)
+        except (InputError, MemoryError):
+            raise
+        except Exception:
+            if self.decoder != "rapidgzip":
+                raise
+            self.decoder = "isal"   # isal has the last word, as in _fall_back
+            return self._open_decoder(fh, 1)
+
+    def _open_raw(self):
+        if self.path == STDIN:   # a copy of stdin: closing it leaves stdin open
+            return self._guard(lambda: open(os.dup(0), "rb", buffering=0), gz=False)
+        if not os.path.exists(self.path):
+            raise InputError(f"{self.what} {self.name}: no such file")
+        if os.path.isdir(self.path):
+            raise InputError(f"{self.what} {self.name}: is a directory")
+        try:
+            return open(self.path, "rb", buffering=0)
+        except OSError as exc:
+            raise InputError(f"{self.what} {self.name}: {exc.strerror or type(exc).__name__}") from None
+
+    def _open_decoder(self, fh, threads: int):
+        if self.decoder == "rapidgzip":
+            try:
+                import rapidgzip
+            except ImportError:
+                self.decoder = "isal"
+            else:
+                # rapidgzip opens the path itself, to read it on several threads; fh stays open
+                # for isal, should rapidgzip fail
+                return rapidgzip.open(self.path, parallelization=max(1, threads))
+        if self.decoder == "isal" and _igzip is not None:
+            return _igzip.IGzipFile(fileobj=fh, mode="rb")
+        self.decoder = "zlib"
+        return gzip.GzipFile(fileobj=fh, mode="rb")
+
+    def _guard(self, action, gz: bool | None = None):
+        """action(), with any failure of it (but a KeyboardInterrupt, or running out of memory) as
+        the input's one-line InputError: a decoder's for a gzip input, the system's reason else."""
+        gz = self.gzip if gz is None else gz
+        try:
+            return action()
+        except (InputError, MemoryError):
+            raise
+        except Exception as exc:
+            if gz:
+                raise InputError(f"{self.what} {self.name}: corrupt or truncated gzip data "
+                                 f"({decoder_detail(exc)})") from None
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else decoder_detail(exc)
+            raise InputError(f"{self.what} {self.name}: {reason}") from None
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to `size` bytes (all that is left for -1); fewer only at the end, b"" only there."""
+        if self.decoder == "rapidgzip":
+            try:
+                return self._read_checked(size)
+            except (InputError, MemoryError):
+                raise
+            except Exception:
+                self._guard(self._fall_back)
+        return self._guard(lambda: self._fh.read(size))
+
+    def _read_checked(self, size: int) -> bytes:
+        """rapidgzip's blocks, one behind. It ends without an error where a truncated or damaged file
+        stops making sense (all of the file, or the part after the damage, then missing from its
+        output, and what it made of the damaged bytes at the end of it), so its end is checked to be
+        the file's end, its last member's trailer decoded, before its last block is handed out."""
+        if self._ahead is None:
+            self._ahead = self._fh.read(size)
+        block = self._ahead
+        if block:
+            self._ahead = self._fh.read(size)
+            if not self._ahead:
+                self._check_rapidgzip_end()
+        else:
+            self._check_rapidgzip_end()   # an input it made nothing of
+        self._given += len(block)
+        return block
+
+    def _check_rapidgzip_end(self):
+        used = (self._fh.tell_compressed() + 7) // 8
+        if used != self._size:
+            raise ValueError(f"rapidgzip stopped at byte {used} of {self._size}")
+
+    def _fall_back(self):
+        """rapidgzip failed (or stopped short): isal decodes the file from its start, past what
+        rapidgzip handed out, and has the last word. Its verdict is the one a single thread gives:
+        a file isal accepts (zero bytes after the last member, say) is read whole, and a damaged
+        one fails with isal's reason."""
+        fh, self._fh, self._ahead = self._fh, None, None
+        try:
+            fh.close()
+        except Exception:   # noqa: BLE001 - a failed decoder's own cleanup; isal decides
+            pass
+        self.decoder = "isal"
+        self._stream.seek(0)
+        self._fh = self._open_decoder(self._stream, 1)
+        left = self._given
+        while left:
+            skipped = len(self._fh.read(min(left, 1 << 24)))
+            if not skipped:
+                raise ValueError(f"the data ends after {self._given - left} bytes, rapidgzip gave {self._given}")
+            left -= skipped
+
+    def close(self):
+        try:
+            if self._fh is not None:
+                fh, self._fh = self._fh, None
+                self._guard(fh.close)
+        finally:
+            if self._stream is not None:
+                stream, self._stream = self._stream, None
+                stream.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if value is None:
+            self.close()
+            return
+        try:   # an error is on its way already: closing must not replace it
+            self.close()
+        except InputError:
+            pass
 
 
 def read_bytes(path: str, what: str) -> bytes:
-    """The whole (decompressed) content of a plain or gzip file."""
-    if not os.path.exists(path):
-        raise InputError(f"{what} {path}: no such file")
-    if os.path.isdir(path):
-        raise InputError(f"{what} {path}: is a directory")
-    try:
-        if is_gzip(path):
-            with _gzip.open(path, "rb") as fh:
-                return fh.read()
-        with open(path, "rb") as fh:
-            return fh.read()
-    except (OSError, EOFError, zlib.error, ValueError) as exc:
-        raise InputError(f"{what} {path}: corrupt or truncated gzip data ({exc})") from None
+    """The whole (decompressed) content of a plain or gzip file, or of `-` (stdin)."""
+    with Input(path, what) as fh:
+        return fh.read()
 
 
 def split_lines(data: bytes) -> list:
@@ -43,4 +274,4 @@ def split_lines(data: bytes) -> list:
     return lines
 
 
-__all__ = ["is_gzip", "read_bytes", "split_lines"]
+__all__ = ["Input", "Prefixed", "STDIN", "read_bytes", "shown", "split_lines"]

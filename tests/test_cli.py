@@ -172,8 +172,9 @@ def test_version_and_help():
 
 def test_the_pg_command_line_reproduces_the_run(prefix, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    os.symlink(prefix + ".idx.npz", "ix.idx.npz")   # a relative prefix, as a user types it
-    assert main(["map", "ix", DEMO_FQ, "-o", "a.bam", "-t", "2", "--backend", "cpu", "-R", r"@RG\tID:r\tSM:s",
+    folder, name = os.path.split(prefix)
+    os.symlink(folder, "idx")   # a relative prefix, as a user types it
+    assert main(["map", f"idx/{name}", DEMO_FQ, "-o", "a.bam", "-t", "2", "--backend", "cpu", "-R", r"@RG\tID:r\tSM:s",
                  "--min-score", "40", "--unsorted"]) == 0
     with pysam.AlignmentFile("a.bam") as bam:
         command = bam.header.to_dict()["PG"][0]["CL"]
@@ -202,3 +203,101 @@ def test_an_index_and_its_genome_may_have_different_prefixes(tmp_path):
     with pysam.AlignmentFile(out, reference_filename=g + ".fa") as f:
         assert sum(1 for r in f if not r.is_unmapped) > 0.95 * count_fastq(DEMO_FQ)
     assert load_genome(g + ".2bit.npy", g + ".nmask.npy", g + ".contigs.tsv").size == genome.size
+
+
+# ---- streams in, bwa's -p and -C -------------------------------------------------------------
+
+SLOW_WRITER = r"""
+import sys, time
+data = open(sys.argv[1], 'rb').read()
+cut = int(sys.argv[2])
+sys.stdout.buffer.write(data[:cut]); sys.stdout.buffer.flush()
+time.sleep(0.5)
+sys.stdout.buffer.write(data[cut:]); sys.stdout.buffer.flush()
+"""
+
+
+def bam_records(path):
+    with pysam.AlignmentFile(path) as f:
+        return [r.to_string() for r in f]
+
+
+def primary_names(path):
+    with pysam.AlignmentFile(path) as f:
+        return [r.query_name for r in f if not r.is_secondary and not r.is_supplementary]
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_reads_from_a_slow_pipe_on_stdin_are_all_mapped(prefix, tmp_path, compressed):
+    """`-` reads stdin; a writer that pauses after the first record loses nothing."""
+    src = tmp_path / ("r.fq.gz" if compressed else "r.fq")
+    with gzip.open(DEMO_FQ, "rb") as fh:
+        text = fh.read()
+    src.write_bytes(gzip.compress(text) if compressed else text)
+    # the writer pauses after the first record (plain) or the first 40 bytes (gzip)
+    cut = 40 if compressed else len(b"\n".join(text.split(b"\n")[:4])) + 1
+    out = tmp_path / "out.bam"
+    writer = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, str(src), str(cut)], stdout=subprocess.PIPE)
+    proc = subprocess.run([sys.executable, "-m", "gpualign", "map", prefix, "-", "-o", str(out), "--backend", "cpu"],
+                          stdin=writer.stdout, capture_output=True, text=True)
+    writer.stdout.close()
+    assert writer.wait() == 0 and proc.returncode == 0, proc.stderr
+    names = primary_names(str(out))
+    assert len(names) == count_fastq(DEMO_FQ) == len(set(names))
+
+
+def interleaved_demo_pairs(tmp_path, comment=lambda i, mate: ""):
+    """The bundled pairs as one interleaved FASTQ (mates named without /1 /2), with comments."""
+    pairs = [os.path.join(ROOT, "resources", "demo", f"pairs_R{m}.fq.gz") for m in (1, 2)]
+    with gzip.open(pairs[0], "rt") as a, gzip.open(pairs[1], "rt") as b:
+        r1, r2 = a.read().splitlines(), b.read().splitlines()
+    lines = []
+    for i in range(0, len(r1), 4):
+        for mate, rec in enumerate((r1[i:i + 4], r2[i:i + 4])):
+            name = rec[0].split()[0]
+            name = name[:-2] if name.endswith(("/1", "/2")) else name
+            extra = comment(i // 4, mate)
+            lines += [name + ("\t" + extra if extra else ""), *rec[1:]]
+    path = tmp_path / "inter.fq"
+    path.write_text("\n".join(lines) + "\n")
+    return pairs, path
+
+
+def test_interleaved_pairs_with_p_equal_the_two_file_run(prefix, tmp_path):
+    pairs, inter = interleaved_demo_pairs(tmp_path)
+    two, one = str(tmp_path / "two.bam"), str(tmp_path / "one.bam")
+    assert main(["map", prefix, *pairs, "-o", two, "--backend", "cpu", "--unsorted"]) == 0
+    with open(inter, "rb") as fh:   # -p on stdin
+        proc = subprocess.run([sys.executable, "-m", "gpualign", "map", prefix, "-p", "-", "-o", one, "--backend", "cpu",
+                               "--unsorted"], stdin=fh, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert bam_records(one) == bam_records(two) and len(bam_records(one)) == 2 * count_fastq(pairs[0])
+    bad = tmp_path / "odd.fq"
+    bad.write_text("".join(inter.read_text().splitlines(keepends=True)[4:]))   # R1 of the first pair missing
+    proc = run_cli("map", prefix, "-p", str(bad), "--backend", "cpu")
+    assert proc.returncode == 1 and f"reads {bad} record 1" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_comments_become_tags_with_c_in_bam_and_sam(prefix, tmp_path):
+    barcode = lambda i, mate: f"BC:Z:{'ACGT'[i % 4] * 8}\tXI:i:{i - 500}\tXM:A:{'12'[mate]}"  # noqa: E731
+    _, inter = interleaved_demo_pairs(tmp_path, barcode)
+    for out in ("c.bam", "c.sam"):
+        assert main(["map", prefix, "-p", str(inter), "-C", "-o", str(tmp_path / out), "--backend", "cpu",
+                     "-R", r"@RG\tID:g"]) == 0
+        with pysam.AlignmentFile(str(tmp_path / out)) as f:
+            recs = list(f)
+        assert len(recs) == 2 * 1000
+        for r in recs:
+            i = int(r.get_tag("XI")) + 500
+            mate = 0 if r.is_read1 else 1
+            assert r.get_tag("BC") == "ACGT"[i % 4] * 8 and r.get_tag("XM") == "12"[mate]
+            assert r.get_tag("RG") == "g"
+    # without -C the comments are dropped, as bwa does
+    assert main(["map", prefix, "-p", str(inter), "-o", str(tmp_path / "n.bam"), "--backend", "cpu"]) == 0
+    with pysam.AlignmentFile(str(tmp_path / "n.bam")) as f:
+        assert not any(r.has_tag("BC") for r in f)
+    # a comment that is not tags is one line naming the record
+    illumina = tmp_path / "ill.fq"
+    illumina.write_text("@a 1:N:0:ACGT\nACGTACGTAC\n+\nIIIIIIIIII\n")
+    proc = run_cli("map", prefix, str(illumina), "-C", "--backend", "cpu")
+    assert proc.returncode == 1 and f"reads {illumina} record 1: -C: comment '1:N:0:ACGT'" in proc.stderr

@@ -1,14 +1,17 @@
-"""The FASTQ and FASTA parsers under hypothesis: any input either parses, with every record kept,
-or raises the documented one-line InputError naming the file; never anything else."""
+"""The FASTQ and FASTA parsers, and the gzip decoders, under hypothesis: any input either parses,
+with every record kept, or raises the documented one-line InputError naming the file; never anything
+else (and never fewer records without an error)."""
 
 import gzip
 import re
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from gpualign.errors import InputError
 from gpualign.fastq import encode_fastq
+from gpualign.seqio import DECODERS
 from gpualign.reference import parse_fasta
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -60,6 +63,60 @@ def test_fastq_with_valid_records_keeps_each(tmp_path_factory, records):
     assert [reads.name(i) for i in range(len(reads))] == [f"r{i}" for i in range(len(records))]
     assert [int(reads.read_off[i + 1] - reads.read_off[i]) for i in range(len(reads))] == \
         [len(s) for s, _ in records]
+
+
+def damage_corpus():
+    """(FASTQ text, gzip bytes in two members split between records) of 300 records of varied
+    lengths: a decoder that stopped after the first member would give whole records, fewer."""
+    rng = np.random.default_rng(11)
+    recs = []
+    for i in range(300):
+        n = int(rng.integers(1, 90))
+        recs.append(f"@r{i} c{i}\n{''.join(rng.choice(list('ACGT'), size=n))}\n+\n{'I' * n}\n")
+    text = "".join(recs).encode()
+    half = len("".join(recs[:150]))
+    return text, gzip.compress(text[:half]) + gzip.compress(text[half:])
+
+
+DAMAGE_TEXT, DAMAGE_GZ = damage_corpus()
+
+
+def damaged(kind, where, bit, junk):
+    data = bytearray(DAMAGE_GZ)
+    where %= len(data)
+    if kind == "flip":
+        data[where] ^= 1 << bit
+        return bytes(data)
+    return bytes(data[:where]) + (junk if kind == "cut_and_junk" else b"")
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+@FUZZ
+@given(kind=st.sampled_from(["flip", "cut", "cut_and_junk"]), where=st.integers(0, len(DAMAGE_GZ) - 1),
+       bit=st.integers(0, 7), junk=st.binary(min_size=1, max_size=16))
+def test_damaged_gzip_gives_every_read_or_one_line(tmp_path_factory, decoder, kind, where, bit, junk):
+    """A gzip FASTQ with a bit flipped, cut short, or cut short and followed by junk, through each
+    decoder (rapidgzip too, whatever the size): the reads are the original ones, all of them, or
+    the error is one line naming the file; no decoder's own exception escapes."""
+    path = tmp_path_factory.mktemp("gz") / "in.fq.gz"
+    path.write_bytes(damaged(kind, where, bit, junk))
+    try:
+        reads = encode_fastq(str(path), k=8, threads=2, comments=True, decoder=decoder)
+    except InputError as err:
+        message = str(err)
+        assert "\n" not in message and f"reads {path}" in message, message
+        assert re.search(r"corrupt or truncated gzip data \(.+\)$|line \d+:|empty file", message), message
+        if kind == "cut" and where >= 2:   # (one byte or none is no gzip file: the FASTQ parser's error)
+            assert "corrupt or truncated gzip data" in message, message
+        return
+    assert to_fastq_with_comments(reads) == DAMAGE_TEXT
+
+
+def to_fastq_with_comments(reads):
+    return "".join(f"@{reads.name(i)} {reads.comment(i).decode()}\n"
+                   f"{''.join('ACGTN'[c] for c in reads.codes[reads.read_off[i]:reads.read_off[i + 1]])}\n+\n"
+                   f"{''.join(chr(33 + q) for q in reads.quals[reads.read_off[i]:reads.read_off[i + 1]])}\n"
+                   for i in range(len(reads))).encode()
 
 
 FASTA_LINES = st.one_of(

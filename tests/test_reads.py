@@ -171,3 +171,187 @@ def test_mates_of_different_lengths_stay_in_lockstep_across_reader_blocks(tmp_pa
     assert [len(a) for a, _ in pairs] == [25, 25, 25, 25, 20] == [len(b) for _, b in pairs]
     assert [a.name(i) for a, _ in pairs for i in range(len(a))] == [f"p{i}" for i in range(120)]
     assert all(a.lengths.tolist() == [80] * len(a) and b.lengths.tolist() == [30] * len(b) for a, b in pairs)
+
+
+def lookback_case():
+    """A gzip FASTQ cut short and followed by junk on which isal fails with 'Invalid lookback
+    distance' (IsalError, which is no zlib.error or OSError), and the reads it holds."""
+    text = b"".join(b"@r%d\nACGTTGCAAC%s\n+\nIIIIIIIIII%s\n" % (i, b"ACGT"[i % 4:i % 4 + 1] * (i % 7), b"I" * (i % 7))
+                    for i in range(3000))
+    return gzip.compress(text)[:1548] + b"\xcc\x00\xfc\xaa|\xa6"
+
+
+@pytest.mark.parametrize("decoder", ["isal", "zlib", "rapidgzip"])
+@pytest.mark.parametrize("case", ["lookback", "cut", "cut_in_header", "junk_after_end", "short_junk_after_end"])
+def test_every_decoder_failure_is_one_clear_error(tmp_path, decoder, case):
+    whole = gzip.compress(b"@a\nACGT\n+\nIIII\n" * 20000)
+    data = {"lookback": lookback_case(), "cut": whole[:len(whole) * 2 // 3], "cut_in_header": whole[:5],
+            "junk_after_end": whole + b"junkjunkjunk", "short_junk_after_end": whole + b"junk"}[case]
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(data)
+    if case == "short_junk_after_end" and decoder == "rapidgzip":
+        # rapidgzip ignores a tail too short for a gzip header after the last member: every read is
+        # there, but isal and zlib reject the file; which one reads it depends on its size and -t
+        assert sum(len(b) for b in read_batches(str(path), 8, 1000, 2, decoder=decoder)) == 20000
+        return
+    with pytest.raises(InputError, match=f"^reads {path}: corrupt or truncated gzip data \\(.+\\)$"):
+        list(read_batches(str(path), 8, 100, 2, decoder=decoder))
+
+
+@pytest.mark.parametrize("decoder", ["isal", "zlib", "rapidgzip"])
+def test_zeros_after_the_last_member_are_padding(tmp_path, decoder):
+    """gzip allows zero bytes after the last member; rapidgzip does not, and isal takes over."""
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(gzip.compress(b"@a\nACGT\n+\nIIII\n" * 20000) + bytes(100))
+    assert sum(len(b) for b in read_batches(str(path), 8, 1000, 2, decoder=decoder)) == 20000
+
+
+def test_rapidgzip_cut_short_is_an_error_not_fewer_reads(tmp_path, monkeypatch):
+    """rapidgzip ends a truncated file without an error, having given part of it (or nothing): the
+    reader checks that it decoded the whole file, through the last member's trailer."""
+    monkeypatch.setattr(fastq_module, "PARALLEL_GZIP_MIN", 0)   # threads > 1: rapidgzip
+    text = b"".join(b"@r%d\n%s\n+\n%s\n" % (i, b"ACGT" * (i % 30), b"I" * 4 * (i % 30)) for i in range(20000))
+    data = gzip.compress(text[:len(text) // 2]) + gzip.compress(text[len(text) // 2:])
+    for cut in (len(data) // 10, len(data) // 2, len(data) - 100, len(data) - 3):
+        path = tmp_path / f"cut{cut}.fq.gz"
+        path.write_bytes(data[:cut])
+        with pytest.raises(InputError, match=f"reads {path}: corrupt or truncated gzip data"):
+            list(read_batches(str(path), 8, 1000, threads=2))
+    path = tmp_path / "whole.fq.gz"
+    path.write_bytes(data)
+    assert sum(len(b) for b in read_batches(str(path), 8, 1000, threads=2)) == 20000
+
+
+def test_a_path_that_cannot_be_read_is_one_line(tmp_path):
+    with pytest.raises(InputError, match=f"^reads {tmp_path / 'none.fq'}: no such file$"):
+        list(read_batches(str(tmp_path / "none.fq"), 8, 10))
+    with pytest.raises(InputError, match=f"^reads {tmp_path}: is a directory$"):
+        list(read_batches(str(tmp_path), 8, 10))
+
+
+# ---- comments (-C) ---------------------------------------------------------------------------
+
+COMMENTED = [("r0/1 BC:Z:ACGT\tRG:Z:x", b"BC:Z:ACGT\tRG:Z:x"), ("r1", b""), ("r2 \t ", b""),
+             ("r3\t XY:i:5  \t", b"XY:i:5"), ("r4/2  a  b ", b"a  b"), ("r5/3 x", b"x")]
+
+
+@pytest.mark.parametrize("crlf, gz", [(False, False), (True, False), (False, True)])
+def test_comments_are_kept_when_asked(tmp_path, crlf, gz):
+    path = fastq(tmp_path / "c.fq", [(h, "ACGT", "IIII") for h, _ in COMMENTED], crlf, gz)
+    reads = encode_fastq(path, 5, comments=True)
+    assert [reads.name(i) for i in range(len(reads))] == ["r0", "r1", "r2", "r3", "r4", "r5/3"]
+    assert [reads.comment(i) for i in range(len(reads))] == [c for _, c in COMMENTED]
+    plain = encode_fastq(path, 5)   # not asked: nothing kept, every comment empty
+    assert len(plain.comments) == 0 and plain.comment_off.tolist() == [0] * (len(COMMENTED) + 1)
+    for field in Reads.__dataclass_fields__:
+        if field not in ("comments", "comment_off"):
+            assert np.array_equal(getattr(plain, field), getattr(reads, field)), field
+
+
+def test_comments_travel_with_their_reads():
+    from gpualign.fastq import exact_batches
+    from gpualign.reads import encode_reads, interleave, subset
+    n = 9
+    def batch(tag):
+        return encode_reads([b"%s%d" % (tag, i) for i in range(n)], [b"ACGTA"[:i % 5] for i in range(n)],
+                            [b"IIIII"[:i % 5] for i in range(n)], 3, [b"%s:%d" % (tag, i) * (i % 3) for i in range(n)])
+    a, b = batch(b"a"), batch(b"b")
+    comments = lambda r: [r.comment(i) for i in range(len(r))]  # noqa: E731
+    assert comments(subset(a, 2, 7)) == comments(a)[2:7]
+    assert comments(concatenate([subset(a, 0, 4), subset(b, 4, 9)], 3)) == comments(a)[:4] + comments(b)[4:]
+    assert comments(interleave(a, b)) == [c for pair in zip(comments(a), comments(b)) for c in pair]
+    assert [comments(x) for x in exact_batches([subset(a, 0, 5), subset(a, 5, 9), b], 4)] == \
+        [comments(a)[0:4], comments(a)[4:8], comments(a)[8:] + comments(b)[:3], comments(b)[3:7], comments(b)[7:]]
+    # a batch read without comments beside one read with them
+    bare = encode_reads([b"x"], [b"ACG"], [b"III"], 3)
+    assert comments(concatenate([bare, a], 3)) == [b""] + comments(a)
+    assert comments(interleave(subset(a, 0, 1), bare)) == [comments(a)[0], b""]
+
+
+def test_paired_readers_keep_comments(tmp_path):
+    from gpualign.fastq import read_interleaved_pairs, read_smart_pairs
+    r1 = fastq(tmp_path / "r1.fq", [(f"p{i}/1 X1:i:{i}", "ACGT", "IIII") for i in range(30)])
+    r2 = fastq(tmp_path / "r2.fq", [(f"p{i}/2 X2:i:{i}", "TTG", "III") for i in range(30)])
+    one = fastq(tmp_path / "i.fq", [(f"p{i}/{m} X{m}:i:{i}", "ACGT"[:5 - m], "IIII"[:5 - m])
+                                    for i in range(30) for m in (1, 2)])
+    want = [b"X%d:i:%d" % (m, i) for i in range(30) for m in (1, 2)]
+    for batches in (read_interleaved_pairs(r1, r2, 5, 10, comments=True), read_smart_pairs(one, 5, 10, comments=True)):
+        got = concatenate(list(batches), 5)
+        assert [got.comment(i) for i in range(len(got))] == want
+        assert [got.name(i) for i in range(len(got))] == [f"p{i}" for i in range(30) for _ in range(2)]
+
+
+# ---- interleaved mates in one file (-p) ----------------------------------------------------------
+
+def smart_file(tmp_path, names):
+    return fastq(tmp_path / "p.fq", [(n, "ACGTAC"[:2 + i % 5], "IIIIII"[:2 + i % 5]) for i, n in enumerate(names)])
+
+
+def test_smart_pairs_equal_two_files_of_mates(tmp_path, monkeypatch):
+    """Consecutive records with the same name are mates: the batches equal those two files of the
+    same mates give, also where the reader's blocks cut between two mates."""
+    from gpualign import pairing
+    from gpualign.fastq import read_interleaved_pairs, read_smart_pairs
+    monkeypatch.setattr(fastq_module, "READ_BLOCK", 777)
+    monkeypatch.setattr(pairing, "INSERT_BLOCK", 16)
+    recs1 = [(f"p{i}/1", "ACGTACGT"[:1 + i % 8], "IIIIIIII"[:1 + i % 8]) for i in range(101)]
+    recs2 = [(f"p{i}/2 x", "TTGCA"[:1 + i % 5], "IIIII"[:1 + i % 5]) for i in range(101)]
+    one = fastq(tmp_path / "one.fq", [r for pair in zip(recs1, recs2) for r in pair])
+    pairs = list(read_interleaved_pairs(fastq(tmp_path / "r1.fq", recs1), fastq(tmp_path / "r2.fq", recs2), 5, 40))
+    smart = list(read_smart_pairs(one, 5, 40, threads=2))
+    assert [len(b) for b in smart] == [len(b) for b in pairs] == [32, 32, 32, 32, 32, 32, 10]
+    for x, y in zip(smart, pairs):
+        for field in Reads.__dataclass_fields__:
+            assert np.array_equal(getattr(x, field), getattr(y, field)), field
+
+
+def naive_unmated(names):
+    """(record, name, next name or None) of the first record without its mate, else None."""
+    for i in range(0, len(names), 2):
+        if i + 1 == len(names):
+            return i + 1, names[i], None
+        if names[i] != names[i + 1]:
+            return i + 1, names[i], names[i + 1]
+    return None
+
+
+def test_mates_in_order_checks_pairs_across_any_batch_cut():
+    from gpualign.fastq import mates_in_order
+    from gpualign.reads import encode_reads, subset
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(1, 14))
+        names = [f"m{i // 2}" for i in range(n)]
+        for _ in range(int(rng.integers(0, 3))):   # damage: a name changed or a record dropped
+            if rng.random() < 0.5:
+                names[int(rng.integers(0, n))] = "odd"
+            elif len(names) > 1:
+                del names[int(rng.integers(0, len(names)))]
+        reads = encode_reads([x.encode() for x in names], [b"ACGT"] * len(names), [b"IIII"] * len(names), 3)
+        cuts = sorted({0, len(names), *rng.integers(0, len(names) + 1, size=3).tolist()})
+        batches = [subset(reads, a, b) for a, b in zip(cuts, cuts[1:])]
+        want = naive_unmated(names)
+        if want is None:
+            assert sum(len(b) for b in mates_in_order(batches, "f.fq")) == len(names)
+            continue
+        record, name, after = want
+        follows = "the file ends" if after is None else f"{after!r} follows"
+        with pytest.raises(InputError) as err:
+            list(mates_in_order(batches, "f.fq"))
+        assert str(err.value) == (f"reads f.fq record {record} (line {4 * record - 3}): {name!r} has no mate after "
+                                  f"it ({follows}); with -p, consecutive records with the same name are mates")
+
+
+@pytest.mark.parametrize("names, message", [
+    (["a/1", "a/2", "b", "b", "c", "c", "a", "b"], r"record 7 \(line 25\): 'a' has no mate after it \('b' follows\)"),
+    (["a", "b", "b"], r"record 1 \(line 1\): 'a' has no mate after it \('b' follows\)"),
+    (["a", "a", "b"], r"record 3 \(line 9\): 'b' has no mate after it \(the file ends\)"),
+    (["a", "a", "a", "a", "b", "a"], r"record 5 \(line 17\): 'b' has no mate after it \('a' follows\)"),
+])
+def test_records_without_their_mate_are_one_line(tmp_path, monkeypatch, names, message):
+    from gpualign.fastq import read_smart_pairs
+    monkeypatch.setattr(fastq_module, "READ_BLOCK", 20)   # a block of about one record: cuts between mates
+    path = smart_file(tmp_path, names)
+    rule = "with -p, consecutive records with the same name are mates"
+    with pytest.raises(InputError, match=f"^reads {path} {message}; {rule}$"):
+        list(read_smart_pairs(path, 5, 10, threads=2))

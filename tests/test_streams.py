@@ -1,0 +1,197 @@
+"""Reads from streams: `-` (stdin), OS pipes (as `<(...)` gives them, /dev/fd/N) and FIFOs, plain and
+gzip, single-end, paired from two streams and interleaved pairs (-p) from one. A slow writer
+(one record, a pause, the rest) makes the reader meet short reads: every record must still arrive,
+in order, and a stream must be read once (sniffing gzip consumes nothing)."""
+
+import gzip
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from gpualign import fastq as fastq_module
+from gpualign.errors import InputError
+from gpualign.fastq import read_batches, read_interleaved_pairs, read_smart_pairs
+
+PAUSE = 0.3   # seconds the writer waits after its first piece
+
+
+def fastq_text(names, seq="ACGTACGTTG"):
+    return "".join(f"@{n} c:{i}\n{seq}\n+\n{'I' * len(seq)}\n" for i, n in enumerate(names)).encode()
+
+
+def stream_bytes(text: bytes, gz: bool, cut: str):
+    """(bytes, where the writer pauses): after the first record, or after one byte (half the gzip
+    magic: the sniffing must wait for the second)."""
+    data = gzip.compress(text) if gz else text
+    if cut == "byte":
+        return data, 1
+    first = text.index(b"\n@") + 1
+    return data, first if not gz else len(data) // 2
+
+
+def slow_writer(target, data: bytes, first: int) -> threading.Thread:
+    """A thread writing data[:first] to target (a FIFO's path, or a pipe's write end), then after a
+    pause the rest, then closing it (the reader's end of input)."""
+    def write():
+        with (open(target, "wb") if isinstance(target, str) else os.fdopen(target, "wb")) as fh:
+            fh.write(data[:first])
+            fh.flush()
+            time.sleep(PAUSE)
+            fh.write(data[first:])
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
+
+
+def names_of(batches):
+    return [b.name(i) for b in batches for i in range(len(b))]
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    def make(name="reads"):
+        path = tmp_path / name
+        os.mkfifo(path)
+        return str(path)
+    return make
+
+
+STREAMS = [("plain", "record"), ("plain", "byte"), ("gzip", "record"), ("gzip", "byte")]
+
+
+@pytest.mark.parametrize("kind, cut", STREAMS)
+@pytest.mark.parametrize("decoder", [None, "zlib", "rapidgzip"])   # rapidgzip cannot: isal reads a stream
+def test_single_end_from_a_slow_fifo(fifo, kind, cut, decoder):
+    names = [f"r{i}" for i in range(1000)]
+    path = fifo()
+    writer = slow_writer(path, *stream_bytes(fastq_text(names), kind == "gzip", cut))
+    batches = list(read_batches(path, 8, 64, threads=2, comments=True, decoder=decoder))
+    writer.join(5)
+    assert names_of(batches) == names
+    assert [b.comment(i) for b in batches for i in range(len(b))] == [b"c:%d" % i for i in range(1000)]
+
+
+@pytest.mark.parametrize("kind, cut", STREAMS)
+def test_single_end_from_a_pipe_as_process_substitution_gives_it(kind, cut):
+    names = [f"r{i}" for i in range(1000)]
+    read_end, write_end = os.pipe()
+    try:
+        writer = slow_writer(write_end, *stream_bytes(fastq_text(names), kind == "gzip", cut))
+        batches = list(read_batches(f"/dev/fd/{read_end}", 8, 64, threads=2))
+        writer.join(5)
+    finally:
+        os.close(read_end)
+    assert names_of(batches) == names
+
+
+def test_a_stream_longer_than_many_blocks_is_read_whole(fifo, monkeypatch):
+    """Blocks far smaller than the stream, and than a pipe's buffer: each read of a block meets
+    short reads from the pipe, and none of them is taken for the end."""
+    monkeypatch.setattr(fastq_module, "READ_BLOCK", 1000)
+    names = [f"r{i}" for i in range(5000)]
+    path = fifo()
+    writer = slow_writer(path, gzip.compress(fastq_text(names)), 7)
+    assert names_of(read_batches(path, 8, 300, threads=3)) == names
+    writer.join(5)
+
+
+@pytest.mark.parametrize("kind, cut", STREAMS)
+def test_mates_from_two_slow_fifos(fifo, kind, cut):
+    names = [f"p{i}" for i in range(700)]
+    r1, r2 = fifo("r1"), fifo("r2")
+    writers = [slow_writer(r1, *stream_bytes(fastq_text([f"{n}/1" for n in names]), kind == "gzip", cut)),
+               slow_writer(r2, *stream_bytes(fastq_text([f"{n}/2" for n in names], "TTGCA"), kind == "gzip", cut))]
+    batches = list(read_interleaved_pairs(r1, r2, 8, 64, threads=2))
+    for w in writers:
+        w.join(5)
+    assert names_of(batches) == [n for n in names for _ in range(2)]
+    assert all(b.lengths.tolist() == [10, 5] * (len(b) // 2) for b in batches)
+
+
+@pytest.mark.parametrize("kind, cut", STREAMS)
+def test_interleaved_mates_from_one_slow_fifo(fifo, kind, cut, monkeypatch):
+    monkeypatch.setattr(fastq_module, "READ_BLOCK", 999)   # blocks that cut between mates
+    names = [f"p{i}" for i in range(700)]
+    text = b"".join(fastq_text([f"{n}/1"]) + fastq_text([f"{n}/2"], "TTGCA") for n in names)
+    path = fifo()
+    writer = slow_writer(path, *stream_bytes(text, kind == "gzip", cut))
+    batches = list(read_smart_pairs(path, 8, 64, threads=2))
+    writer.join(5)
+    assert names_of(batches) == [n for n in names for _ in range(2)]
+    assert all(b.lengths.tolist() == [10, 5] * (len(b) // 2) for b in batches)
+
+
+# a reader in a process of its own, with `-` for its input: its stdin is a pipe this test writes to
+READER = """
+import sys
+from gpualign.errors import InputError
+from gpualign.fastq import read_batches, read_smart_pairs
+try:
+    if sys.argv[1] == "-p":
+        batches = read_smart_pairs("-", 8, 64, 2)
+    else:
+        batches = read_batches("-", 8, 64, 2)
+    for b in batches:
+        print("\\n".join(b.name(i) for i in range(len(b))))
+except InputError as err:
+    sys.exit(f"error: {err}")
+"""
+
+
+def run_reader(data: bytes, first: int, mode: str = "single"):
+    """(stdout lines, stderr) of READER fed data through its stdin pipe, slowly."""
+    with subprocess.Popen([sys.executable, "-c", READER, mode], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        try:
+            proc.stdin.write(data[:first])
+            proc.stdin.flush()
+            time.sleep(PAUSE)
+            proc.stdin.write(data[first:])
+            proc.stdin.close()
+        except BrokenPipeError:   # the reader stopped at an error before the end
+            pass
+        out, err = proc.stdout.read().decode(), proc.stderr.read().decode()
+        proc.wait(60)
+    return out.split(), err, proc.returncode
+
+
+@pytest.mark.parametrize("kind, cut", [("plain", "record"), ("gzip", "byte")])
+def test_stdin_is_read_whole(kind, cut):
+    names = [f"r{i}" for i in range(1000)]
+    out, err, code = run_reader(*stream_bytes(fastq_text(names), kind == "gzip", cut))
+    assert code == 0, err
+    assert out == names
+
+
+@pytest.mark.parametrize("kind, cut", [("plain", "record"), ("gzip", "record")])
+def test_interleaved_mates_from_stdin(kind, cut):
+    names = [f"p{i}" for i in range(500)]
+    text = b"".join(fastq_text([f"{n}/1", f"{n}/2"]) for n in names)
+    out, err, code = run_reader(*stream_bytes(text, kind == "gzip", cut), mode="-p")
+    assert code == 0, err
+    assert out == [n for n in names for _ in range(2)]
+
+
+@pytest.mark.parametrize("data, mode, message", [
+    (b"@a\nACGT\n+\nIIII\n@b\nAC\n", "single", "error: reads stdin line 5: truncated FASTQ record"),
+    (gzip.compress(fastq_text([f"r{i}" for i in range(3000)]))[:-100], "single",
+     "error: reads stdin: corrupt or truncated gzip data"),
+    (fastq_text(["a", "a", "b", "c"]), "-p",
+     "error: reads stdin record 3 (line 9): 'b' has no mate after it ('c' follows)"),
+])
+def test_stdin_errors_name_stdin(data, mode, message):
+    out, err, code = run_reader(data, 3, mode)
+    assert code == 1
+    assert err.strip() == err.strip().splitlines()[0] and err.startswith(message), err
+
+
+def test_an_empty_stream_is_an_empty_file(fifo):
+    path = fifo()
+    writer = slow_writer(path, b"", 0)
+    with pytest.raises(InputError, match=f"reads {path}: empty file"):
+        list(read_batches(path, 8, 64))
+    writer.join(5)
