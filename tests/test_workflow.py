@@ -139,13 +139,14 @@ def test_demo_bam_is_sorted_indexed_and_complete(demo_run):
         assert header["HD"]["SO"] == "coordinate"
         assert [sq["SN"] for sq in header["SQ"]] == ["gi|9626243|ref|NC_001416.1|"]
         assert header["SQ"][0]["LN"] == 48502
-        assert [(rg["ID"], rg["SM"]) for rg in header["RG"]] == [("demo", "demo")]
+        # the demo sheet's one unit, 1: read group demo.1
+        assert header["RG"] == [{"ID": "demo.1", "SM": "demo", "LB": "demo", "PL": "ILLUMINA", "PU": "1"}]
         assert any(pg["ID"] == "gpualign" for pg in header["PG"])
         keys, primary = [], 0
         for rec in bam:
             keys.append((rec.reference_id if rec.reference_id >= 0 else 1 << 30, rec.reference_start))
             primary += not (rec.is_secondary or rec.is_supplementary)
-            assert rec.get_tag("RG") == "demo"
+            assert rec.get_tag("RG") == "demo.1"
         assert keys == sorted(keys)
         assert primary == fastq_records(DEMO_READS)
         # the index answers region queries
@@ -167,13 +168,13 @@ def test_demo_stats(demo_run):
 
 def test_demo_logs(demo_run, numba_cache):
     logs = demo_run.workdir / "logs"
-    align_log = (logs / "align" / "demo.log").read_text()
+    align_log = (logs / "align" / "demo.1.log").read_text()
     if gpu_available():
         assert "backend cuda" in align_log
     else:
         assert FALLBACK in align_log
     assert f"done: {fastq_records(DEMO_READS)} reads" in align_log
-    expected = ["align/demo.log", "reference/lambda.download.log",
+    expected = ["align/demo.1.log", "merge_units/demo.log", "reference/lambda.download.log",
                 "reference/lambda.k8.index.log", "reference/lambda.mask.log", "reference/lambda.pack.log",
                 "stats/demo.log"]
     assert sorted(str(p.relative_to(logs)) for p in logs.rglob("*.log")) == expected
@@ -188,12 +189,15 @@ def test_demo_second_run_has_nothing_to_do(demo_run, numba_cache):
 # ---- (b) rerun exactly what a change touches ---------------------------------------------------
 
 
+ALIGN_ON = {"align", "merge_units", "stats", "all"}   # a unit aligned again, and what follows
+
+
 @pytest.mark.parametrize("override, planned", [
-    ("align={max_indels: 4}", {"align", "stats", "all"}),
-    ("align={mismatch: 3, gap_open: 5}", {"align", "stats", "all"}),
-    ("bam={compression_level: 6}", {"align", "stats", "all"}),
-    ("index={max_occ: 100}", {"index_reference", "align", "stats", "all"}),
-    ("index={k: 9}", {"index_reference", "align", "stats", "all"}),
+    ("align={max_indels: 4}", ALIGN_ON),
+    ("align={mismatch: 3, gap_open: 5}", ALIGN_ON),
+    ("bam={compression_level: 6}", ALIGN_ON),
+    ("index={max_occ: 100}", {"index_reference"} | ALIGN_ON),
+    ("index={k: 9}", {"index_reference"} | ALIGN_ON),
 ])
 def test_changed_parameter_reruns_its_stages(demo_run, numba_cache, override, planned):
     got = dry_run(demo_run.workdir, "--config", override, numba_cache=numba_cache)
@@ -224,7 +228,7 @@ def test_kernel_edit_reruns_align_not_reference(copied, numba_cache):
     os.utime(core)   # touching alone changes nothing
     assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == set()
     core.write_text(core.read_text() + "\n# edited by test_workflow\n")
-    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == {"align", "stats", "all"}
+    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == ALIGN_ON
 
 
 def test_reference_code_edit_reruns_from_mask(copied, numba_cache):
@@ -232,7 +236,7 @@ def test_reference_code_edit_reruns_from_mask(copied, numba_cache):
     module = repo / "gpualign" / "reference.py"
     module.write_text(module.read_text() + "\n# edited by test_workflow\n")
     planned = dry_run(workdir, numba_cache=numba_cache, repo=repo)
-    assert planned == {"mask_reference", "pack_reference", "index_reference", "align", "stats", "all"}
+    assert planned == {"mask_reference", "pack_reference", "index_reference"} | ALIGN_ON
 
 
 def test_bam_code_edit_reruns_align_and_stats(copied, numba_cache):
@@ -242,7 +246,7 @@ def test_bam_code_edit_reruns_align_and_stats(copied, numba_cache):
     assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == {"stats", "all"}
     module = repo / "gpualign" / "bamout.py"
     module.write_text(module.read_text() + "\n# edited by test_workflow\n")
-    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == {"align", "stats", "all"}
+    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == ALIGN_ON
 
 
 def test_source_hash_follows_imports(tmp_path):
@@ -315,7 +319,8 @@ def test_lint_is_clean(demo_run, numba_cache):
     ("sample\tfq1\n../../x\treads.fq.gz\n", "sample '../../x' is not a valid name"),
     ("sample\tfq1\tfq2\npe\tr1.fq.gz\tr1.fq.gz\n", "sample 'pe' has the same file as fq1 and fq2"),
     ("sample\tfq1\tfq2\npe\tr1.fq.gz\tftp://example.org/r2.fq.gz\n", "give its path in fq2"),
-    ("sample\tfq1\na\tr.fq.gz\na\tr.fq.gz\n", "sample 'a' appears more than once"),
+    ("sample\tunit\tfq1\na\tL1\tr.fq.gz\na\tL1\tr2.fq.gz\n", "sample 'a' unit 'L1' appears more than once"),
+    ("sample\tfq1\na\tr.fq.gz\na\tr.fq.gz\n", "sample 'a' appears more than once (give each of its rows"),
     ("sample\tfq1\nweb\thttps://example.org/r.fq.gz\n", "reads from URLs are not supported yet"),
 ])
 def test_bad_sample_sheet_is_rejected(tmp_path, numba_cache, sheet, message):
@@ -424,7 +429,7 @@ def kill_second_chunk_job(proc, logs: Path, timeout: float = 300) -> str:
     """SIGKILL the align_chunk job that starts second (jobs run one at a time); its chunk id."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        started = sorted(logs.glob("demo.part*.log"), key=lambda p: p.stat().st_mtime)
+        started = sorted(logs.glob("demo.1.part*.log"), key=lambda p: p.stat().st_mtime)
         if len(started) >= 2:
             victims = align_script_processes(proc.pid)
             if victims:
@@ -445,13 +450,13 @@ def test_killed_chunk_job_is_rerun_alone_and_the_merge_equals_the_unsplit_run(de
         killed = kill_second_chunk_job(proc, workdir / "logs" / "align")
         output, _ = proc.communicate(timeout=600)
     assert proc.returncode != 0, output[-3000:]
-    parts = workdir / "results" / "chunks" / "demo"
+    parts = workdir / "results" / "chunks" / "demo" / "1"   # the demo's one unit
     finished = sorted(p.name for p in parts.glob("part*.bam"))
     assert finished == sorted(f"part{c}.bam" for c in "012" if c != killed), output[-3000:]
     mtimes = {name: (parts / name).stat().st_mtime_ns for name in finished}
 
     rerun = run_snakemake(workdir, "--dry-run", "--config", chunks, numba_cache=numba_cache)
-    assert planned_jobs(rerun.output) == {"align_chunk": 1, "merge_chunks": 1, "stats": 1, "all": 1}
+    assert planned_jobs(rerun.output) == {"align_chunk": 1, "merge_chunks": 1, "merge_units": 1, "stats": 1, "all": 1}
     assert f"chunk={killed}" in rerun.output.replace(" ", "")
     assert {name: (parts / name).stat().st_mtime_ns for name in finished} == mtimes
     run_snakemake(workdir, "--cores", "2", "--config", chunks, numba_cache=numba_cache)
@@ -460,19 +465,19 @@ def test_killed_chunk_job_is_rerun_alone_and_the_merge_equals_the_unsplit_run(de
     assert merged == bam_records(demo_run.workdir / "results" / "bam" / "demo.bam")
     assert len(merged) == fastq_records(DEMO_READS)
     assert not any(parts.glob("part*")), "chunk files are temporary"
-    log = (workdir / "logs" / "split_reads" / "demo.log").read_text()
+    log = (workdir / "logs" / "split_reads" / "demo.1.log").read_text()
     assert "split 2000 reads into 3 chunks: 666 667 667" in log
 
 
 def test_killed_align_job_leaves_no_bam_and_the_rerun_equals_an_uninterrupted_run(demo_run, tmp_path, numba_cache):
     workdir = tmp_path / "run"
     shutil.copytree(demo_run.workdir, workdir, symlinks=True)
-    for folder in ("results/bam", "results/stats", "logs/align"):
+    for folder in ("results/units", "results/bam", "results/stats", "logs/align"):
         shutil.rmtree(workdir / folder)
     cmd, env = snakemake_command(workdir, "--cores", "1", numba_cache=numba_cache)
     with subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True) as proc:
-        bam_dir = workdir / "results" / "bam"
+        bam_dir = workdir / "results" / "units" / "demo"   # the demo's one unit, 1
         deadline = time.monotonic() + 300
         while not (bam_dir.exists() and any(bam_dir.iterdir())):   # killed while writing its output
             assert proc.poll() is None and time.monotonic() < deadline, "the align job never wrote"
@@ -481,13 +486,14 @@ def test_killed_align_job_leaves_no_bam_and_the_rerun_equals_an_uninterrupted_ru
             victim.kill()
         output, _ = proc.communicate(timeout=600)
     assert proc.returncode != 0, output[-3000:]
-    assert not (bam_dir / "demo.bam").exists() and not (bam_dir / "demo.bam.bai").exists()
+    assert not (bam_dir / "1.bam").exists() and not (bam_dir / "1.bam.bai").exists()
     assert planned_jobs(run_snakemake(workdir, "--dry-run", numba_cache=numba_cache).output) == \
-        {"align": 1, "stats": 1, "all": 1}
+        {"align": 1, "merge_units": 1, "stats": 1, "all": 1}
     run_snakemake(workdir, "--cores", "2", numba_cache=numba_cache)
-    assert bam_records(bam_dir / "demo.bam") == bam_records(demo_run.workdir / "results" / "bam" / "demo.bam")
+    merged = workdir / "results" / "bam" / "demo.bam"
+    assert bam_records(merged) == bam_records(demo_run.workdir / "results" / "bam" / "demo.bam")
     # the killed job's temporary files are gone too (atomic_path clears those of dead processes)
-    assert sorted(p.name for p in bam_dir.iterdir()) == ["demo.bam", "demo.bam.bai"]
+    assert sorted(p.name for p in bam_dir.iterdir()) == ["1.bam", "1.bam.bai"]
 
 
 # ---- (f) paired-end samples ---------------------------------------------------------------------
@@ -508,12 +514,12 @@ def test_paired_sample_runs_as_pairs_and_chunks_give_the_same_bam(tmp_path, numb
     assert all(r.is_paired for r in records)
     assert sum(r.is_read1 for r in records) == sum(r.is_read2 for r in records) == n
     assert sum(r.is_proper_pair for r in records) >= 0.95 * 2 * n
-    log = (workdir / "logs" / "align" / "pe.log").read_text()
+    log = (workdir / "logs" / "align" / "pe.1.log").read_text()
     assert "insert size: mean" in log and "reads in proper pairs" in log
     unsplit = bam_records(bam)
 
     run_snakemake(workdir, "--cores", "2", "--config", "samples=pe.tsv", "align={chunks: 3}",
                   numba_cache=numba_cache)
     assert bam_records(bam) == unsplit
-    split_log = (workdir / "logs" / "split_reads" / "pe.log").read_text()
+    split_log = (workdir / "logs" / "split_reads" / "pe.1.log").read_text()
     assert f"split {2 * n} reads into 3 chunks" in split_log

@@ -1,16 +1,22 @@
-# Align: genome image + index + FASTQ(.gz) -> coordinate-sorted BAM + .bai.
+# Align: genome image + index + FASTQ(.gz) -> coordinate-sorted BAM + .bai, one per unit (a row of
+# the sample sheet), then a sample's unit BAMs merged into one.
 #
 # Reads are encoded (stage reads, gpualign.fastq) and the BAM sorted (gpualign.bamout) inside the
 # align job, streamed batch by batch: an intermediate file of the whole encoded read set, or a
 # separate `samtools sort` pass, would cost more than the alignment itself. Host memory is the
 # batches in flight plus 16 bytes per read for the sort; GPU memory is bounded by align.batch_size.
 #
-# Paired samples (fq2 in the sheet) are read mate by mate from both files and aligned as pairs.
+# Units: each unit (a lane, a library: the sheet's column unit) is aligned as its own job with its
+# own read group (ID sample.unit, SM, LB, PL, PU) into results/units/{sample}/{unit}.bam, kept (not
+# temporary) so a unit added to the sheet later is the only one aligned; merge_units merges a
+# sample's units into results/bam/{sample}.bam (a sample of one unit: a hard link, or a copy).
+# A unit is paired (fq2 in its row) or single-end whatever the sample's other units are.
 #
-# With align.chunks = N > 1 a sample's reads are split into N chunks of consecutive records
-# (split_reads; paired reads as interleaved mates, cut between insert-size blocks), each aligned as its own job (align_chunk: on its own GPU, or its own cluster
-# node), and the sorted chunk BAMs merged (merge_chunks) into the same records, in the same order,
-# as the unsplit run. A failed chunk is rerun alone; the chunks that finished are kept.
+# With align.chunks = N > 1 a unit's reads are split into N chunks of consecutive records
+# (split_reads; paired reads as interleaved mates, cut between insert-size blocks), each aligned as
+# its own job (align_chunk: on its own GPU, or its own cluster node), and the sorted chunk BAMs
+# merged (merge_chunks) into the unit's BAM: the same records, in the same order, as the unsplit
+# run. A failed chunk is rerun alone; the chunks that finished are kept.
 #
 # Align jobs ask for one `gpu` resource unless align.backend is cpu: with `auto` they use a GPU
 # whenever one is visible, so they are scheduled like GPU jobs (locally `--resources gpu=N` caps
@@ -25,10 +31,10 @@ if CHUNKS == 1:
             unpack(get_fastq),
             index=get_index,
         output:
-            bam="results/bam/{sample}.bam",
-            bai="results/bam/{sample}.bam.bai",
+            bam="results/units/{sample}/{unit}.bam",
+            bai="results/units/{sample}/{unit}.bam.bai",
         log:
-            "logs/align/{sample}.log",
+            "logs/align/{sample}.{unit}.log",
         params:
             **align_params(),
         threads: config["align"]["threads"]
@@ -47,9 +53,9 @@ else:
         input:
             unpack(get_fastq),
         output:
-            temp(expand("results/chunks/{{sample}}/part{chunk}.fq", chunk=range(CHUNKS))),
+            temp(expand("results/chunks/{{sample}}/{{unit}}/part{chunk}.fq", chunk=range(CHUNKS))),
         log:
-            "logs/split_reads/{sample}.log",
+            "logs/split_reads/{sample}.{unit}.log",
         params:
             code=CODE["split_reads"],
         threads: config["align"]["threads"]
@@ -64,11 +70,11 @@ else:
         input:
             unpack(get_genome),
             index=get_index,
-            reads="results/chunks/{sample}/part{chunk}.fq",
+            reads="results/chunks/{sample}/{unit}/part{chunk}.fq",
         output:
-            bam=temp("results/chunks/{sample}/part{chunk}.bam"),
+            bam=temp("results/chunks/{sample}/{unit}/part{chunk}.bam"),
         log:
-            "logs/align/{sample}.part{chunk}.log",
+            "logs/align/{sample}.{unit}.part{chunk}.log",
         params:
             **align_params(),
         threads: config["align"]["threads"]
@@ -83,12 +89,12 @@ else:
 
     rule merge_chunks:
         input:
-            expand("results/chunks/{{sample}}/part{chunk}.bam", chunk=range(CHUNKS)),
+            expand("results/chunks/{{sample}}/{{unit}}/part{chunk}.bam", chunk=range(CHUNKS)),
         output:
-            bam="results/bam/{sample}.bam",
-            bai="results/bam/{sample}.bam.bai",
+            bam="results/units/{sample}/{unit}.bam",
+            bai="results/units/{sample}/{unit}.bam.bai",
         log:
-            "logs/merge_chunks/{sample}.log",
+            "logs/merge_chunks/{sample}.{unit}.log",
         params:
             compression_level=config["bam"]["compression_level"],
             code=CODE["merge_chunks"],
@@ -99,3 +105,24 @@ else:
             "../../envs/gpualign.yaml"
         script:
             "../scripts/merge_chunks.py"
+
+
+rule merge_units:
+    input:
+        unpack(get_unit_bams),
+    output:
+        bam="results/bam/{sample}.bam",
+        bai="results/bam/{sample}.bam.bai",
+    log:
+        "logs/merge_units/{sample}.log",
+    params:
+        units=lambda wildcards: sample_units(wildcards.sample),
+        compression_level=config["bam"]["compression_level"],
+        code=CODE["merge_units"],
+    threads: config["align"]["threads"]
+    resources:
+        mem_mb=2000,
+    conda:
+        "../../envs/gpualign.yaml"
+    script:
+        "../scripts/merge_units.py"

@@ -26,9 +26,9 @@ from gpualign.errors import InputError  # noqa: E402
 from gpualign.params import MapParams  # noqa: E402
 from gpualign.provenance import source_hash  # noqa: E402
 
-# numba compiles every kernel on first use in each job's process; its on-disk cache lives in a
-# folder the workflow owns, so only the first run pays. An outside NUMBA_CACHE_DIR wins.
-os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(".snakemake", "numba_cache").resolve()))
+# numba's compiled kernels: the jobs use the cache that `gpualign map` and `gpualign compile` use
+# (gpualign/jitcache.py): NUMBA_CACHE_DIR when set (a shared folder on a cluster), else per user in
+# ~/.cache/gpualign, one folder per version of the kernel code; so only the first run compiles.
 
 NAME_RE = r"[A-Za-z0-9._-]+"
 
@@ -62,7 +62,10 @@ def coerce_cli_integers(values, schema):
 
 with open(Path(REPO, "workflow", "schemas", "config.schema.yaml")) as _fh:
     coerce_cli_integers(config, yaml.safe_load(_fh))
-check_name("reference.name", config.get("reference", {}).get("name", "lambda"))
+try:
+    check_name("reference.name", config.get("reference", {}).get("name", "lambda"))
+except ValueError as err:
+    sys.exit(str(err))   # one line, without Snakemake's traceback lines
 validate(config, "../schemas/config.schema.yaml")
 
 REFERENCE = config["reference"]["name"]
@@ -71,7 +74,7 @@ MAP_PARAMS = {name: config["align"][name] for name in MapParams.names()}
 try:
     MapParams(**MAP_PARAMS).check()
 except InputError as err:
-    raise ValueError(f"config align: {err}") from None
+    sys.exit(f"config align: {err}")
 
 
 def _is_remote(url):
@@ -81,43 +84,97 @@ def _is_remote(url):
 # ---- samples ----------------------------------------------------------------------------------
 
 
-def load_samples(path):
+# One row per unit of a sample (a lane, a flow cell, a library: reads that share a read group), as
+# in snakemake-workflows' dna-seq pipelines. Each unit is aligned on its own into
+# results/units/{sample}/{unit}.bam with read group ID {sample}.{unit}, and a sample's units are
+# merged into results/bam/{sample}.bam. workflow/schemas/samples.schema.yaml describes the columns.
+
+DEFAULT_UNIT = "1"   # the unit of a row with no unit (a sheet of one row per sample)
+DEFAULT_PLATFORM = "ILLUMINA"
+# the PL values the SAM specification allows (Picard's ValidateSamFile rejects others)
+PLATFORMS = ("CAPILLARY", "DNBSEQ", "ELEMENT", "HELICOS", "ILLUMINA", "IONTORRENT", "LS454", "ONT", "PACBIO",
+             "SINGULAR", "SOLID", "ULTIMA")
+RG_VALUE_RE = r"[ -\[\]-~]*"   # printable ASCII but '\' (gpualign map -R reads '\t' as a field break)
+
+
+def load_units(path):
+    """The sample sheet as a frame indexed by (sample, unit), empty optional cells filled in."""
     if not os.path.isfile(path):
         raise ValueError(f"sample sheet {path!r} (config key samples): no such file")
     sheet = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
     sheet.columns = [c.strip() for c in sheet.columns]
     for column in ("sample", "fq1"):
         if column not in sheet.columns:
-            raise ValueError(f"sample sheet {path}: no column {column!r} (columns are sample, fq1, fq2)")
+            raise ValueError(
+                f"sample sheet {path}: no column {column!r} "
+                "(columns are sample, fq1 and optional unit, fq2, library, platform, platform_unit)"
+            )
     sheet = sheet.apply(lambda col: col.str.strip())
     if sheet.empty:
         raise ValueError(f"sample sheet {path}: no samples")
-    for name in sheet["sample"]:
-        check_name(f"sample sheet {path}: sample", name)
-    dup = sheet["sample"][sheet["sample"].duplicated()].tolist()
-    if dup:
-        raise ValueError(f"sample sheet {path}: sample {dup[0]!r} appears more than once")
-    if "fq2" not in sheet.columns:
-        sheet["fq2"] = ""
-    for column in ("fq1", "fq2"):
-        remote = sheet.loc[sheet[column].map(_is_remote), "sample"].tolist()
-        if remote:
+    has_units = "unit" in sheet.columns
+    for column in ("unit", "fq2", "library", "platform", "platform_unit"):
+        if column not in sheet.columns:
+            sheet[column] = ""
+    sheet.loc[sheet["unit"] == "", "unit"] = DEFAULT_UNIT
+
+    def row(i):   # how messages name a row: by sample, and by unit where the sheet has units
+        s, u = sheet.at[i, "sample"], sheet.at[i, "unit"]
+        return f"sample {s!r} unit {u!r}" if has_units else f"sample {s!r}"
+
+    for i in sheet.index:
+        check_name(f"sample sheet {path}: sample", sheet.at[i, "sample"])
+        check_name(f"sample sheet {path}: sample {sheet.at[i, 'sample']!r} unit", sheet.at[i, "unit"])
+    dup = sheet.index[sheet.duplicated(["sample", "unit"])]
+    if len(dup):
+        hint = "" if has_units else " (give each of its rows a name in a column unit)"
+        raise ValueError(f"sample sheet {path}: {row(dup[0])} appears more than once{hint}")
+    rg_ids = sheet["sample"].str.cat(sheet["unit"], sep=".")
+    clash = sheet.index[rg_ids.duplicated()]
+    if len(clash):
+        first = sheet.index[rg_ids == rg_ids[clash[0]]][0]
+        raise ValueError(
+            f"sample sheet {path}: {row(first)} and {row(clash[0])} would share the read group ID "
+            f"{rg_ids[first]!r} (sample.unit): rename one"
+        )
+    for i in sheet.index:
+        for column in ("fq1", "fq2"):
+            if _is_remote(sheet.at[i, column]):
+                raise ValueError(
+                    f"sample sheet {path}: {row(i)}: reads from URLs are not supported yet "
+                    f"(download the FASTQ and give its path in {column})"
+                )
+        if not sheet.at[i, "fq1"]:
+            raise ValueError(f"sample sheet {path}: {row(i)}: no fq1 (the FASTQ of its reads)")
+        if sheet.at[i, "fq2"] == sheet.at[i, "fq1"]:
+            raise ValueError(f"sample sheet {path}: {row(i)} has the same file as fq1 and fq2")
+        for column in ("library", "platform_unit"):
+            if not re.fullmatch(RG_VALUE_RE, sheet.at[i, column]):
+                raise ValueError(
+                    f"sample sheet {path}: {row(i)}: {column} {sheet.at[i, column]!r} holds a character "
+                    "outside printable ASCII or a backslash"
+                )
+        if sheet.at[i, "platform"].upper() not in ("",) + PLATFORMS:
             raise ValueError(
-                f"sample sheet {path}: sample {remote[0]!r}: reads from URLs are not supported yet "
-                f"(download the FASTQ and give its path in {column})"
+                f"sample sheet {path}: {row(i)}: platform {sheet.at[i, 'platform']!r} is not one of "
+                f"{', '.join(PLATFORMS)} (the SAM specification's PL values, in any case)"
             )
-    same = sheet.loc[sheet["fq2"] == sheet["fq1"], "sample"].tolist()
-    if same:
-        raise ValueError(f"sample sheet {path}: sample {same[0]!r} has the same file as fq1 and fq2")
+    sheet["platform"] = sheet["platform"].str.upper()
     validate(sheet, "../schemas/samples.schema.yaml")
-    return sheet.set_index("sample", drop=False)
+    return sheet.set_index(["sample", "unit"], drop=False)
 
 
-samples = load_samples(config["samples"])
+try:
+    units = load_units(config["samples"])
+except ValueError as err:
+    sys.exit(str(err))   # one line: a ValueError here would print Snakemake's traceback lines too
+# one row per sample, in the order of the sheet
+samples = units[["sample"]].drop_duplicates().set_index("sample", drop=False)
 
 
 wildcard_constraints:
     sample=NAME_RE,
+    unit=NAME_RE,
     name=NAME_RE,
     k=r"\d+",
     chunk=r"\d+",
@@ -136,6 +193,7 @@ CODE = {
                   "pairing"],
         "split_reads": ["chunks"],
         "merge_chunks": ["chunks"],
+        "merge_units": ["chunks"],
         "bam": ["bam"],
     }.items()
 }
@@ -155,14 +213,28 @@ CHUNKS = config["align"]["chunks"]
 
 
 def align_params():
-    """params of align and align_chunk: what changes their BAM (threads do not)."""
+    """params of align and align_chunk: what changes their BAM (threads do not). The read group is
+    the unit's own, so a unit added to the sheet changes no other unit's params."""
     return {
         "backend": config["align"]["backend"],
         "mapping": MAP_PARAMS,
         "compression_level": config["bam"]["compression_level"],
-        "read_group": lambda wildcards: {"ID": wildcards.sample, "SM": wildcards.sample, "PL": "ILLUMINA"},
-        "paired": lambda wildcards: is_paired(wildcards.sample),
+        "read_group": lambda wildcards: read_group(wildcards.sample, wildcards.unit),
+        "paired": lambda wildcards: is_paired(wildcards.sample, wildcards.unit),
         "code": CODE["align"],
+    }
+
+
+def read_group(sample, unit):
+    """The unit's @RG fields: ID sample.unit, SM sample, LB library (or sample), PL platform (or
+    ILLUMINA), PU platform_unit (or unit)."""
+    row = get_unit(sample, unit)
+    return {
+        "ID": f"{sample}.{unit}",
+        "SM": sample,
+        "LB": row["library"] or sample,
+        "PL": row["platform"] or DEFAULT_PLATFORM,
+        "PU": row["platform_unit"] or unit,
     }
 
 
@@ -198,16 +270,38 @@ def get_index(wildcards):
     return f"resources/reference/{REFERENCE}.k{K}.idx.npz"
 
 
-def is_paired(sample):
-    return samples.loc[sample, "fq2"] != ""
+def get_unit(sample, unit):
+    """The sheet's row of a unit."""
+    if (sample, unit) not in units.index:
+        raise ValueError(f"sample sheet {config['samples']}: no sample {sample!r} unit {unit!r}")
+    return units.loc[(sample, unit)]
+
+
+def sample_units(sample):
+    """The units of a sample, in the order of the sheet."""
+    return units.loc[units["sample"] == sample, "unit"].tolist()
+
+
+def is_paired(sample, unit):
+    return get_unit(sample, unit)["fq2"] != ""
 
 
 def get_fastq(wildcards):
-    """The sample's FASTQ: {reads: fq1}, plus {mates: fq2} for paired-end reads."""
-    files = {"reads": samples.loc[wildcards.sample, "fq1"]}
-    if is_paired(wildcards.sample):
-        files["mates"] = samples.loc[wildcards.sample, "fq2"]
+    """The unit's FASTQ: {reads: fq1}, plus {mates: fq2} for paired-end reads."""
+    row = get_unit(wildcards.sample, wildcards.unit)
+    files = {"reads": row["fq1"]}
+    if row["fq2"]:
+        files["mates"] = row["fq2"]
     return files
+
+
+def get_unit_bams(wildcards):
+    """The sorted BAMs of a sample's units and their indexes, in the order of the sheet."""
+    names = sample_units(wildcards.sample)
+    return {
+        "bams": [f"results/units/{wildcards.sample}/{unit}.bam" for unit in names],
+        "bais": [f"results/units/{wildcards.sample}/{unit}.bam.bai" for unit in names],
+    }
 
 
 def get_final_output():

@@ -1,7 +1,9 @@
-"""align / align_chunk: map a FASTQ (a sample's, or one chunk of it) against the genome image and
-index into a coordinate-sorted BAM, plus its .bai when the rule has a bai output."""
+"""align / align_chunk: map a FASTQ (a unit's, or one chunk of it) against the genome image and
+index into a coordinate-sorted BAM with the unit's read group, plus its .bai when the rule has a
+bai output."""
 
 import contextlib
+import shlex
 import sys
 
 sys.stderr = log = open(snakemake.log[0], "w", buffering=1)
@@ -26,14 +28,25 @@ bai = out.get("bai")
 if bai is not None and bai != out.bam + ".bai":
     raise ValueError(f"align: output bai must be {out.bam + '.bai'!r}, got {bai!r}")
 chunk_of_sample = "chunk" in snakemake.wildcards.keys()
-options = " ".join(f"--{name.replace('_', '-')} {value}" for name, value in snakemake.params.mapping.items())
-command_line = (
-    f"gpualign map (snakemake rule align) --backend {snakemake.params.backend} "
-    f"--threads {snakemake.threads} -l {snakemake.params.compression_level} "
-    f"--rg-id {snakemake.params.read_group['ID']} {options} {snakemake.input.index} {snakemake.input.reads}"
-    + (f" {snakemake.input.mates}" if "mates" in snakemake.input.keys() else "")
-)
 paired = snakemake.params.paired
+
+
+def map_command(inp, out, params, threads) -> str:
+    """The `gpualign map` command that writes this job's BAM (its @PG CL), shell-quoted: READS and
+    MATES, or one file of interleaved mates (-p: a chunk of a paired unit)."""
+    prefix = inp.index.removesuffix(".idx.npz")   # the CLI's index prefix: resources/reference/{name}.k{k}
+    read_group = "\\t".join(["@RG"] + [f"{tag}:{value}" for tag, value in params.read_group.items()])
+    argv = ["gpualign", "map", "-t", str(threads), "--backend", params.backend, "-l", str(params.compression_level),
+            "-R", read_group]
+    if params.paired and "mates" not in inp.keys():
+        argv.append("-p")
+    for name, value in params.mapping.items():
+        argv += [f"--{name.replace('_', '-')}", str(value)]
+    argv += [prefix, inp.reads] + ([inp.mates] if "mates" in inp.keys() else []) + ["-o", out.bam]
+    return shlex.join(argv)
+
+
+command_line = map_command(snakemake.input, out, snakemake.params, snakemake.threads)
 with job_errors(snakemake.rule, log, snakemake.output[0]):
     numba.set_num_threads(max(1, min(snakemake.threads, numba.config.NUMBA_NUM_THREADS)))
     params = MapParams(**snakemake.params.mapping).check()

@@ -1,4 +1,4 @@
-"""merge_chunks: the sorted chunk BAMs of a sample -> one sorted BAM + .bai (samtools merge)."""
+"""merge_chunks: the sorted chunk BAMs of a unit -> the unit's sorted BAM + .bai (samtools merge)."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""split_reads: cut a sample's FASTQ into align.chunks plain FASTQ files of consecutive records
+"""split_reads: cut a unit's FASTQ into align.chunks plain FASTQ files of consecutive records
 (paired reads: of consecutive fragments, the mates interleaved)."""
 
 import sys
