@@ -26,9 +26,9 @@ echo "== 2. demo workflow, cuda then cpu"
 for be in cuda cpu; do
   start=$(date +%s%N)
   snakemake --cores 16 --resources gpu=1 --config align="{\"backend\": \"$be\"}" -q > "$OUT/demo_$be.log" 2>&1 \
-    || { echo "workflow ($be) failed"; tail -n 30 "$OUT/demo_$be.log"; cat logs/align/demo.log; }
+    || { echo "workflow ($be) failed"; tail -n 30 "$OUT/demo_$be.log"; cat logs/align/demo.1.log; }
   echo "demo workflow backend=$be wall $(( ($(date +%s%N) - start) / 1000000 )) ms"
-  cp results/bam/demo.bam "$OUT/demo_$be.bam"; cp logs/align/demo.log "$OUT/demo_align_$be.log"
+  cp results/bam/demo.bam "$OUT/demo_$be.bam"; cp logs/align/demo.1.log "$OUT/demo_align_$be.log"
 done
 grep -h "backend" "$OUT"/demo_align_*.log | tail -n 2
 python3 bench/compare_bams.py "$OUT/demo_cuda.bam" "$OUT/demo_cpu.bam" | tee "$OUT/demo_compare.txt"

@@ -106,7 +106,9 @@ def merge_sorted_bams(inputs: list[str], out_bam: str, threads: int = 1, level: 
     with atomic_path(out_bam + ".bai") as tmp_bai, atomic_path(out_bam) as tmp:
         try:
             # the index is written while merging (##idx## names its file), not by a second read
-            pysam.merge("-f", "-c", "-p", "-l", str(level), "-@", str(max(1, threads)), "--write-index",
+            # --no-PG: samtools' own @PG would name this run's temporary files, so the header would
+            # change from run to run
+            pysam.merge("-f", "-c", "-p", "--no-PG", "-l", str(level), "-@", str(max(1, threads)), "--write-index",
                         *(["-h", header] if header else []),
                         "-o", f"{tmp}##idx##{tmp_bai}", *inputs)
         except pysam.SamtoolsError as err:

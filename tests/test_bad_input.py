@@ -102,10 +102,11 @@ def test_fastq_matrix_through_the_workflow(tmp_path, numba_cache):  # noqa: F811
     result = run_snakemake(workdir, "--cores", "2", "--keep-going", numba_cache=numba_cache, check=False)
     assert result.returncode != 0   # some samples are rejected
     for name, (_, suffix, error) in FASTQ_CASES.items():
-        bam = workdir / "results" / "bam" / f"{name}.bam"
-        log = (workdir / "logs" / "align" / f"{name}.log").read_text()
+        bam = workdir / "results" / "units" / name / "1.bam"   # the sheet has no unit column: unit 1
+        log = (workdir / "logs" / "align" / f"{name}.1.log").read_text()
         if error:
-            assert not bam.exists() and not (workdir / "results" / "bam" / f"{name}.bam.bai").exists()
+            assert not bam.exists() and not bam.with_suffix(".bam.bai").exists()
+            assert not (workdir / "results" / "bam" / f"{name}.bam").exists()
             errors = [line for line in log.splitlines() if line.startswith("error: ")]
             assert len(errors) == 1 and "Traceback" not in log, log
             assert re.search(error, errors[0]) and f"{name}{suffix}" in errors[0], errors
@@ -199,12 +200,12 @@ def test_full_disk_is_one_line_and_leaves_nothing_through_the_workflow(tmp_path,
     (workdir / "results").symlink_to(full_disk)
     result = run_snakemake(workdir, "--cores", "2", numba_cache=numba_cache, check=False)
     assert result.returncode != 0
-    log = (workdir / "logs" / "align" / "demo.log").read_text()
+    log = (workdir / "logs" / "align" / "demo.1.log").read_text()
     errors = [line for line in log.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "No space left on device" in errors[0] and "Traceback" not in log, log
-    assert "align: error: results/bam/demo.bam: No space left on device" in result.output
-    assert not (full_disk / "bam" / "demo.bam").exists()
-    assert [p.name for p in (full_disk / "bam").iterdir()] == [] if (full_disk / "bam").exists() else True
+    assert "align: error: results/units/demo/1.bam: No space left on device" in result.output
+    for folder in (full_disk / "bam", full_disk / "units" / "demo"):   # nothing half-written
+        assert not folder.exists() or list(folder.iterdir()) == []
 
 
 # ---- paired files: the mates must pair up --------------------------------------------------------
@@ -260,9 +261,9 @@ def test_paired_cases_through_the_workflow(tmp_path, numba_cache):  # noqa: F811
     assert result.returncode != 0
     for name, (_, _, error) in PAIRED_CASES.items():
         bam = workdir / "results" / "bam" / f"{name}.bam"
-        log = (workdir / "logs" / "align" / f"{name}.log").read_text()
+        log = (workdir / "logs" / "align" / f"{name}.1.log").read_text()
         if error:
-            assert not bam.exists()
+            assert not bam.exists() and not (workdir / "results" / "units" / name / "1.bam").exists()
             errors = [line for line in log.splitlines() if line.startswith("error: ")]
             assert len(errors) == 1 and "Traceback" not in log, log
             assert re.search(error[1], errors[0]) and f"{name}_{error[0]}.fq" in errors[0], errors
