@@ -5,7 +5,7 @@ The host-side choice (`choose`) is one function for both backends, and every ker
 read or pair at a time, so neither the backend nor the batch size can change a result.
 """
 
-from .jitcache import use_versioned_cache
+from .jitcache import ensure_compiled, use_versioned_cache
 
 use_versioned_cache()  # before any @njit / @cuda.jit below
 
@@ -521,6 +521,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
                              log, "bam", compression_level, sort, bam_index, paired)
     sam = fmt == "sam"
     backend = get_backend(backend_name, log)
+    ensure_compiled(backend.NAME, log)   # a cold cache compiles first, before the mapping clock starts
     header = make_header(genome, read_group, command_line, sort_order="coordinate" if sort and not sam else "unsorted")
     rg_id = read_group["ID"] if read_group else None
     times = StageTimes()
