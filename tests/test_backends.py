@@ -33,7 +33,7 @@ def backend(request, monkeypatch):
 
 @pytest.fixture
 def world():
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(13)   # seeded: a draw without a repeat read left test_incomplete_... flaky
     genome, seqs = random_genome(rng, lengths=(1500, 700), repeat=120)
     index = build_index(genome, k=8, max_occ=50)
     return rng, genome, seqs, index

@@ -39,7 +39,7 @@ def outputs(prefix, tmp_path_factory):  # noqa: F811
                               ("sam", "out.sam", [])):
         out[kind] = folder / name
         proc = run_cli("map", prefix, *map(str, files), "-o", str(out[kind]), "--backend", "cpu", "-t", "2",
-                       "-R", r"@RG\tID:pe\tSM:pe", *extra)
+                       "-R", r"@RG\tID:pe\tSM:pe\tPL:ILLUMINA", *extra)
         assert proc.returncode == 0, proc.stderr
     out["log"] = proc.stderr
     out["pairs"] = len(text.split("\n")) // 4 + 2

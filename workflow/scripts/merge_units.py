@@ -3,8 +3,8 @@
 Several units: samtools merge, from a header holding every unit's @RG line (each unit keeps its own
 read group; records keep their RG tags) and every unit's @PG lines, those of the second and later
 units renamed ID.unit (gpualign.L002) where the ID is taken already, so the header says how each
-unit was aligned and the output is the same on every run. One unit: its BAM and .bai as they are
-(a hard link where the file system allows one, else a copy), not rewritten.
+unit was aligned and the output is the same on every run. One unit: its BAM as it is (a hard link
+where the file system allows one, else a copy), not rewritten, and a copy of its .bai.
 """
 
 import os
@@ -29,14 +29,18 @@ if len(bams) != len(units) or len(bais) != len(units):
 
 with job_errors(snakemake.rule, log, out.bam):
     if len(bams) == 1:
+        # Snakemake wants each output newer than every input, and a hard link shares its source's
+        # modification time: the link's (shared) time is set to now, and the small .bai is copied
+        # after it, so the BAM is not older than the unit's .bai nor the .bai than the unit's BAM
         with atomic_path(out.bai) as tmp_bai, atomic_path(out.bam) as tmp:
-            for source, target in ((bams[0], tmp), (bais[0], tmp_bai)):
-                try:
-                    os.link(source, target)
-                    how = "linked"
-                except OSError:   # another file system, or one without hard links
-                    shutil.copyfile(source, target)
-                    how = "copied"
+            try:
+                os.link(bams[0], tmp)
+                os.utime(tmp)
+                how = "linked"
+            except OSError:   # another file system, or one without hard links
+                shutil.copyfile(bams[0], tmp)
+                how = "copied"
+            shutil.copyfile(bais[0], tmp_bai)
         print(f"one unit ({units[0]}): {how} {bams[0]} to {out.bam}", file=log)
     else:
         header, taken = None, set()
