@@ -97,9 +97,9 @@ def run_index(args, log):
     from .genome import pack_reference
     from .index import build_index, save_index
     from .reference import mask_reference
+    from .seqio import check_input
     prefix = args.prefix
-    if not os.path.exists(args.reference):
-        raise InputError(f"reference {args.reference}: no such file")
+    check_input(args.reference, "reference")
     if os.path.isdir(prefix) or prefix.endswith("/"):
         raise InputError(f"prefix {prefix}: is a folder; give a prefix such as {os.path.join(prefix, 'genome')}")
     # the masked FASTA is the sequence the reads are aligned to: CRAM output refers to it
@@ -127,18 +127,14 @@ def index_files(prefix: str) -> tuple[str, list]:
 
 
 def check_read_inputs(args):
+    from .seqio import check_input
     paths = [args.reads] + ([args.mates] if args.mates else [])
     if args.interleaved and args.mates:
         raise InputError("-p reads pairs from one file: give READS only, or READS and MATES without -p")
     if paths.count("-") > 1:
         raise InputError("reads: '-' (stdin) can be given once only")
     for path in paths:
-        if path == "-":
-            continue
-        if not os.path.exists(path):
-            raise InputError(f"reads {path}: no such file")
-        if os.path.isdir(path):
-            raise InputError(f"reads {path}: is a directory")
+        check_input(path, "reads")
     if args.mates and args.mates == args.reads:
         raise InputError(f"reads {args.reads}: given as both READS and MATES")
     return paths

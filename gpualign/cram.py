@@ -28,13 +28,13 @@ def check_reference(fasta: str | None):
 
 @contextlib.contextmanager
 def via_bam(out_path: str, fasta: str | None, threads: int, index_path: str | None):
-    """(BAM path, BAM index path or None) to write; on success it becomes CRAM at out_path (and
-    its .crai at index_path)."""
+    """The path of a BAM to write (with no index of its own); on success it becomes CRAM at
+    out_path (and its .crai at index_path)."""
     check_reference(fasta)
     work = tempfile.mkdtemp(prefix=".gpualign-cram-", dir=scratch_dir(out_path))
     try:
         bam = os.path.join(work, "records.bam")
-        yield bam, None
+        yield bam
         # MD and NM stored as written (htslib would drop and regenerate them, at the record's end),
         # so the CRAM decodes to exactly the BAM's records
         args = ["-C", "-T", fasta, "-@", str(max(1, threads)), "--output-fmt-option", "store_md=1",

@@ -400,7 +400,7 @@ def batch_records(batch: Reads, res: BatchResult, genome, header, rg_id):
     if paired:
         for r, rec in enumerate(records):
             set_mate_fields(rec, fields[r], records[r ^ 1] if row_of[r ^ 1] >= 0 else None)
-    if has_comments(batch):   # read with -C: the comments' tags end each record, as in the BAM
+    if batch.has_comments:   # read with -C: the comments' tags end each record, as in the BAM
         for r, rec in enumerate(records):
             for tag, value, kind in comment_fields(batch, r):
                 rec.set_tag(tag, value, kind)
@@ -417,15 +417,10 @@ def batch_bam_records(batch: Reads, res: BatchResult, genome, rg_id):
         row_of, batch.names, batch.name_off, batch.codes, batch.rc_codes, batch.quals, batch.read_off, res.key,
         res.mapq, res.score, res.sub, res.ops.ravel(), res.lens.ravel(), res.ops.shape[1], res.trace, genome.packed,
         genome.nmask, genome.offsets, rg, res.proper if paired else row_of, paired)
-    if has_comments(batch):   # read with -C: the comments' tags end each record
+    if batch.has_comments:   # read with -C: the comments' tags end each record
         _, _, tags, tag_off = comment_tags(batch.comments, batch.comment_off)
         buf, offsets = append_tags(buf, offsets, tags, tag_off)
     return buf, offsets, keys
-
-
-def has_comments(batch) -> bool:
-    off = getattr(batch, "comment_off", None)
-    return off is not None and len(off) > 0 and off[-1] > 0
 
 
 def as_batches(reads, batch_size: int, paired: bool = False):
@@ -516,9 +511,9 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
     if fmt not in ("sam", "bam", "cram"):
         raise ValueError(f"map_reads: fmt {fmt!r}")
     if fmt == "cram":
-        with cram.via_bam(out_path, reference_fasta, threads, index_path) as (bam_path, bam_index):
+        with cram.via_bam(out_path, reference_fasta, threads, index_path) as bam_path:
             return map_reads(genome, index, reads, bam_path, p, backend_name, threads, read_group, command_line,
-                             log, "bam", compression_level, sort, bam_index, paired)
+                             log, "bam", compression_level, sort, None, paired)
     sam = fmt == "sam"
     backend = get_backend(backend_name, log)
     ensure_compiled(backend.NAME, log)   # a cold cache compiles first, before the mapping clock starts

@@ -56,6 +56,11 @@ class Reads:
     def name(self, i: int) -> str:
         return bytes(self.names[self.name_off[i]:self.name_off[i + 1]]).decode()
 
+    @property
+    def has_comments(self) -> bool:
+        """Whether any read carries a comment (they are kept only when the reader was asked)."""
+        return bool(self.comment_off[-1] > 0)
+
     def comment(self, i: int) -> bytes:
         return bytes(self.comments[self.comment_off[i]:self.comment_off[i + 1]])
 

@@ -32,6 +32,16 @@ def shown(path: str) -> str:
     return "stdin" if path == STDIN else path
 
 
+def check_input(path: str, what: str):
+    """One line for an input that cannot be opened as a file: missing, or a folder (`-` is stdin)."""
+    if path == STDIN:
+        return
+    if not os.path.exists(path):
+        raise InputError(f"{what} {path}: no such file")
+    if os.path.isdir(path):
+        raise InputError(f"{what} {path}: is a directory")
+
+
 class Prefixed(io.RawIOBase):
     """A raw stream that gives `head` (bytes already read from `raw`) first, then the rest of `raw`:
     sniffing a pipe's first bytes this way consumes nothing. Only an empty read is the end."""
@@ -143,10 +153,7 @@ class Input:
     def _open_raw(self):
         if self.path == STDIN:   # a copy of stdin: closing it leaves stdin open
             return self._guard(lambda: open(os.dup(0), "rb", buffering=0), gz=False)
-        if not os.path.exists(self.path):
-            raise InputError(f"{self.what} {self.name}: no such file")
-        if os.path.isdir(self.path):
-            raise InputError(f"{self.what} {self.name}: is a directory")
+        check_input(self.path, self.what)
         try:
             return open(self.path, "rb", buffering=0)
         except OSError as exc:
@@ -274,4 +281,4 @@ def split_lines(data: bytes) -> list:
     return lines
 
 
-__all__ = ["Input", "Prefixed", "STDIN", "read_bytes", "shown", "split_lines"]
+__all__ = ["Input", "Prefixed", "STDIN", "check_input", "read_bytes", "shown", "split_lines"]

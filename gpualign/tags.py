@@ -163,13 +163,13 @@ def check_comments(batch, describe):
     describe(r) names read r ('reads F record N')."""
     status, bad, _, _ = comment_tags(batch.comments, batch.comment_off)
     if status:
-        text = bytes(batch.comments[batch.comment_off[bad]:batch.comment_off[bad + 1]])[:60].decode(errors="replace")
+        text = batch.comment(bad)[:60].decode(errors="replace")
         raise InputError(f"{describe(bad)}: -C: comment {text!r} {REASONS[status]}")
 
 
 def comment_fields(batch, r):
     """(tag, value, type) of read r's comment, for pysam records (the comment was checked)."""
-    text = bytes(batch.comments[batch.comment_off[r]:batch.comment_off[r + 1]]).decode()
+    text = batch.comment(r).decode()
     fields = []
     for field in filter(None, text.split("\t")):
         tag, kind, value = field[:2], field[3], field[5:]
