@@ -5,7 +5,7 @@ Reads come from ``bench/simulate.py`` and are named
 ``r{num}:{contig}:{pos}:{strand}`` (``pos`` is 1-based and leftmost on the
 forward strand), or for pairs ``p{num}:{contig}:{pos1}:{strand1}:{pos2}:{strand2}``
 (both mates' truth in one name).  This script runs the peer aligners
-(``bwa mem``, ``minimap2 -ax sr``) and optionally our own aligner on the same
+(``bwa mem``, ``minimap2 -ax sr``; command lines from ``peers.py``) and optionally our own aligner on the same
 reads (two FASTQ files: as pairs), then scores every SAM/BAM with pysam:
 
 * only primary records count (flags 0x100 and 0x800 are skipped);
@@ -36,7 +36,16 @@ from typing import Iterable
 
 import pysam
 
-PEERS = ("bwa", "minimap2")
+HERE = str(Path(__file__).resolve().parent)
+if HERE not in sys.path:            # also when loaded from its path (the tests)
+    sys.path.insert(0, HERE)
+
+import peers  # noqa: E402
+from peers import quoted_files  # noqa: E402
+
+# the peers this script runs, and where each one's index goes in the workdir: bwa/ref.*, minimap2.mmi
+INDEX_PREFIXES = {"bwa": Path("bwa") / "ref", "minimap2": Path("minimap2")}
+PEERS = tuple(INDEX_PREFIXES)
 MAPQ_CUTOFF = 20
 CLIP_OPS = (pysam.CSOFT_CLIP, pysam.CHARD_CLIP)
 
@@ -200,32 +209,19 @@ def timed(command: str, stdout: Path | None = None) -> float:
     return time.perf_counter() - started
 
 
-def quoted_files(reads) -> str:
-    """One read file, or several (R1 R2), shell-quoted and space-separated."""
-    files = [reads] if isinstance(reads, (str, Path)) else reads
-    return " ".join(shlex.quote(str(path)) for path in files)
+def run_peer(aligner: str, ref: Path, reads, workdir: Path, threads: int) -> Run:
+    """The peer's index, then its SAM in workdir (both timed); ``reads`` is one FASTQ or a list of
+    two (paired)."""
+    prefix, sam = workdir / INDEX_PREFIXES[aligner], workdir / f"{aligner}.sam"
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    index_s = timed(peers.index_command(aligner, ref, prefix, threads))
+    map_s = timed(peers.map_command(aligner, prefix, reads, threads), stdout=sam)
+    return Run(aligner, sam, index_s, map_s)
 
 
 def run_bwa(ref: Path, reads, workdir: Path, threads: int) -> Run:
-    """bwa index + bwa mem; ``reads`` is one FASTQ or a list of two (paired)."""
-    prefix, sam = workdir / "bwa" / "ref", workdir / "bwa.sam"
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    q = shlex.quote
-    index_s = timed(f"bwa index -p {q(str(prefix))} {q(str(ref))}")
-    map_s = timed(f"bwa mem -t {threads} {q(str(prefix))} {quoted_files(reads)}", stdout=sam)
-    return Run("bwa", sam, index_s, map_s)
-
-
-def run_minimap2(ref: Path, reads, workdir: Path, threads: int) -> Run:
-    """minimap2 -x sr index + -ax sr mapping; ``reads`` as for ``run_bwa``."""
-    index, sam = workdir / "minimap2.mmi", workdir / "minimap2.sam"
-    q = shlex.quote
-    index_s = timed(f"minimap2 -x sr -t {threads} -d {q(str(index))} {q(str(ref))}")
-    map_s = timed(f"minimap2 -ax sr -t {threads} {q(str(index))} {quoted_files(reads)}", stdout=sam)
-    return Run("minimap2", sam, index_s, map_s)
-
-
-PEER_RUNNERS = {"bwa": run_bwa, "minimap2": run_minimap2}
+    """bwa index + bwa mem."""
+    return run_peer("bwa", ref, reads, workdir, threads)
 
 
 def run_gpualign(args, workdir: Path) -> Run:
@@ -346,7 +342,7 @@ def parse_args(argv=None):
     args.peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     if len(args.reads) > 2:
         parser.error("--reads takes one FASTQ, or two for pairs")
-    unknown = set(args.peers) - set(PEER_RUNNERS)
+    unknown = set(args.peers) - set(PEERS)
     if unknown:
         parser.error(f"unknown peer(s): {', '.join(sorted(unknown))}")
     if args.gpualign_index_cmd and not args.gpualign_cmd:
@@ -358,7 +354,7 @@ def run_all(args, workdir: Path) -> list[Run]:
     runs = [Run(path.name, path) for path in args.bam]
     for peer in args.peers:
         print(f"running {peer} ...", file=sys.stderr)
-        runs.append(PEER_RUNNERS[peer](args.ref, args.reads, workdir, args.threads))
+        runs.append(run_peer(peer, args.ref, args.reads, workdir, args.threads))
     if args.gpualign_cmd:
         print("running gpualign ...", file=sys.stderr)
         runs.append(run_gpualign(args, workdir))

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """End to end, FASTQ.gz -> sorted, indexed BAM: gpualign next to bwa mem, minimap2 and bowtie2.
 
-One run on one machine: a synthetic genome (synth.py), simulated reads, each aligner's index
-(timed apart), then each aligner's whole path from the gzip FASTQ to a coordinate-sorted BAM
-with its .bai, timed as one command with peak memory of its process tree (and of the GPU for
-gpualign). Peers pipe SAM into pysam.sort (samtools' code; the device has no samtools binary)
+One run on one machine: a synthetic genome (synth.py), simulated reads (simulate.py), each
+aligner's index (timed apart), then each aligner's whole path from the gzip FASTQ to a
+coordinate-sorted BAM with its .bai, timed as one command with peak memory of its process tree
+(and of the GPU for gpualign). Peers pipe SAM into pysam.sort (samtools' code; the device has no samtools binary)
 and index with pysam.index. gpualign writes a sorted, indexed BAM itself; where it does not
 (an older version), sorting and indexing with pysam are timed and counted in its wall time.
-gpualign first maps a few thousand reads untimed, so numba's compile cache is warm.
+gpualign first maps a few thousand reads untimed, so numba's compile cache is warm. Command lines
+come from peers.py.
 
 Then every BAM is scored as accuracy.py does (within --tolerance bases of the true origin;
 precision at MAPQ >= 20). Results go to $OUT/end_to_end_<tag>.json/.tsv/.log; a markdown
@@ -25,12 +26,13 @@ import sys
 import time
 from pathlib import Path
 
-import accuracy
 import benchlib as bl
-from benchlib import PY, log, q
+from benchlib import log
+import peers
+from peers import PEERS
+import simulate
 import synth
 
-PEERS = ("bwa", "minimap2", "bowtie2")
 WARMUP_READS = 5000
 
 
@@ -46,6 +48,13 @@ def gpualign_k(genome_bp: int) -> int:
 # --------------------------------------------------------------------------
 # inputs
 
+def simulate_reads(ref: Path, out: Path, n: int, length: int, seed: int, threads: int, log=None) -> int:
+    """Single-end reads of the synthetic-genome benchmarks (end_to_end.py, scaling.py, multi_gpu.py):
+    1 % substitutions, 0.1 % indels, no SNPs and no N (the genome's own gaps keep reads off N)."""
+    return simulate.simulate(ref, out, n, length, seed, sub=0.01, indel=0.001, snp=0.0, fraction_n=0.0,
+                             threads=threads, log=log)
+
+
 def genome_dir(args) -> Path:
     return args.workdir / f"g{args.genome_mbp:g}_s{args.seed}"
 
@@ -58,36 +67,24 @@ def prepare_inputs(args) -> tuple[Path, Path, Path, dict]:
     size = int(round(args.genome_mbp * 1e6))
     stats, _ = bl.cached(ref, lambda: synth.make_genome(str(ref), size, args.seed, log=log), "genome")
     reads = gdir / f"reads_n{args.reads}_l{args.length}_s{args.seed}.fq.gz"
-    bl.cached(reads, lambda: synth.simulate_reads(str(ref), args.reads, args.length, args.seed, str(reads),
-                                                 threads=args.threads, log=log), "reads")
+    bl.cached(reads, lambda: simulate_reads(ref, reads, args.reads, args.length, args.seed, args.threads, log),
+              "reads")
     warm = gdir / f"warmup_l{args.length}.fq.gz"
-    bl.cached(warm, lambda: synth.simulate_reads(str(ref), WARMUP_READS, args.length, args.seed + 1000,
-                                                str(warm), threads=args.threads), "warm-up reads")
+    bl.cached(warm, lambda: simulate_reads(ref, warm, WARMUP_READS, args.length, args.seed + 1000, args.threads),
+              "warm-up reads")
     return ref, reads, warm, stats
 
 
 # --------------------------------------------------------------------------
 # indexes
 
-def index_command(aligner: str, ref: Path, prefix: Path, args) -> str:
-    t = args.threads
-    if aligner == "gpualign":
-        return f"{q(PY)} -m gpualign index {q(ref)} -p {q(prefix)} -k {args.k}"
-    if aligner == "bwa":
-        return f"bwa index -p {q(prefix)} {q(ref)}"
-    if aligner == "minimap2":
-        return f"minimap2 -x sr -t {t} -d {q(prefix)}.mmi {q(ref)}"
-    if aligner == "bowtie2":   # the binary, not the wrapper: its #!/usr/bin/python3 may be missing
-        return f"bowtie2-build-s --threads {t} {q(ref)} {q(prefix)}"
-    raise ValueError(aligner)
-
-
 def build_index(aligner: str, ref: Path, work: Path, args, logfile: Path) -> tuple[Path, dict]:
     prefix = work / "idx" / (f"{aligner}_k{args.k}" if aligner == "gpualign" else aligner) / "ref"
     prefix.parent.mkdir(parents=True, exist_ok=True)
 
     def make():
-        res = bl.run_timed(index_command(aligner, ref, prefix, args), f"index {aligner}", logfile)
+        res = bl.run_timed(peers.index_command(aligner, ref, prefix, args.threads, k=args.k), f"index {aligner}",
+                           logfile)
         return {"index_s": res["wall_s"], "index_peak_rss_mb": res["peak_rss_mb"],
                 "index_bytes": bl.files_size(prefix)}
     info, reused = bl.cached(prefix.parent / "index", make, f"index {aligner}")
@@ -98,20 +95,10 @@ def build_index(aligner: str, ref: Path, work: Path, args, logfile: Path) -> tup
 # mapping
 
 def map_command(aligner: str, prefix: Path, reads, bam: Path, args) -> str:
-    """FASTQ -> sorted, indexed BAM; ``reads`` is one FASTQ or a pair [R1, R2] (paired.py)."""
-    t = args.threads
-    sort = bl.sort_from_stdin(bam, t)
-    files = accuracy.quoted_files(reads)
-    if aligner == "gpualign":
-        return f"{q(PY)} -m gpualign map {q(prefix)} {files} -o {q(bam)} -t {t} --backend {args.gpualign_backend}"
-    if aligner == "bwa":
-        return f"bwa mem -t {t} {q(prefix)} {files} | {sort}"
-    if aligner == "minimap2":
-        return f"minimap2 -ax sr -t {t} {q(prefix)}.mmi {files} | {sort}"
-    if aligner == "bowtie2":
-        inputs = f"-U {files}" if isinstance(reads, (str, Path)) else f"-1 {q(reads[0])} -2 {q(reads[1])}"
-        return f"bowtie2-align-s --wrapper basic-0 -p {t} -x {q(prefix)} {inputs} | {sort}"
-    raise ValueError(aligner)
+    """FASTQ -> sorted, indexed BAM; ``reads`` is one FASTQ or a pair [R1, R2] (paired.py). gpualign
+    writes the BAM itself; a peer's SAM is piped into pysam's sort and index."""
+    command = peers.map_command(aligner, prefix, reads, args.threads, bam=bam, backend=args.gpualign_backend)
+    return command if aligner == "gpualign" else f"{command} | {bl.sort_from_stdin(bam, args.threads)}"
 
 
 def run_gpualign(prefix: Path, reads: Path, warm: Path, bam: Path, args, logfile: Path) -> dict:
@@ -146,16 +133,10 @@ def align(aligner: str, ref: Path, reads: Path, warm: Path, gdir: Path, bam: Pat
     res["reads_per_s"] = args.reads / res["wall_s"]
     res["bam_bytes"] = bam.stat().st_size
     res["sorted_indexed"] = bl.is_sorted_indexed(bam)
-    res["version"] = bl.tool_version(VERSION_COMMANDS[aligner])
+    res["version"] = bl.tool_version(peers.version_command(aligner))
     res["command"] = map_command(aligner, prefix, reads, bam, args)
     log(f"{aligner}: {res['wall_s']:.1f} s, {res['reads_per_s']:,.0f} reads/s")
     return res
-
-
-VERSION_COMMANDS = {
-    "bwa": "bwa", "minimap2": "minimap2 --version", "bowtie2": "bowtie2-align-s --version",
-    "gpualign": f"{q(PY)} -m gpualign --version",
-}
 
 
 # --------------------------------------------------------------------------

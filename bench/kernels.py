@@ -22,10 +22,10 @@ Host<->device copies of each kernel's inputs and outputs are timed separately (e
 memory as the pipeline uses it).
 
 Cell counting for GCUPS: one DP pass over a read of n bases with band half-width t computes
-n * (2t+1) cells (core.banded_dp loops i = 1..n, b = 0..2t, whether or not the cell falls inside
+n * (2t+1) cells (extend.banded_dp loops i = 1..n, b = 0..2t, whether or not the cell falls inside
 the window). _extend_kernel runs the semi-global (NW) pass for every pair and the local (SW) pass
-only when core.local_can_win; its cells are counted per pair as n*(2t+1) * (1 + [SW pass ran]),
-the SW pass detected from out[:, 2] != NEG (core.skip_local). _trace_kernel runs one NW pass
+only when extend.local_can_win; its cells are counted per pair as n*(2t+1) * (1 + [SW pass ran]),
+the SW pass detected from out[:, 2] != NEG (extend.skip_local). _trace_kernel runs one NW pass
 with traceback bytes, counted n*(2t+1); the traceback walk itself is not counted as cells.
 
 Floors: bytes a kernel reads and writes through its arguments, as the kernel is designed (e.g.
@@ -45,18 +45,19 @@ from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from gpualign import core  # noqa: E402  (sets numba's cache folder first)
+from gpualign import encode, extend, seed  # noqa: E402  (sets numba's cache folder first)
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 from numba import cuda, njit, prange  # noqa: E402
 from numba.core import config as nb_config  # noqa: E402
 
-from gpualign import cuda as gcuda, cuda_config  # noqa: E402
-from gpualign.genome import BASES, Genome, pack_codes, pack_nmask  # noqa: E402
+from gpualign.backends import cuda as gcuda, launch as cuda_config  # noqa: E402
+from gpualign.encode import BASES, header_bins, pack_codes, pack_nmask  # noqa: E402
+from gpualign.genome import Genome  # noqa: E402
 from gpualign.index import build_index  # noqa: E402
-from gpualign.params import MapParams  # noqa: E402
-from gpualign.reads import encode_reads, header_bins  # noqa: E402
+from gpualign.options import MapParams  # noqa: E402
+from gpualign.reads import encode_reads  # noqa: E402
 
 SIM = bool(nb_config.ENABLE_CUDASIM)
 READ_LEN = 100
@@ -411,7 +412,7 @@ class Clock:
 
 
 def launch(kernel, n, *args, threads=cuda_config.THREADS_PER_BLOCK):
-    """A closure launching kernel over n threads, as gpualign.cuda does (its block size)."""
+    """A closure launching kernel over n threads, as gpualign.backends.cuda does (its block size)."""
     blocks = max(1, (n + threads - 1) // threads)
     return lambda: kernel[blocks, threads](*args)
 
@@ -605,9 +606,9 @@ def sample_seed_hits(reads, sel, index, p, m):
     nh = np.empty(min(m, len(sel)), dtype=np.int64)
     for x in range(len(nh)):
         s = int(reads.read_off[sel[x]])
-        c = core.collect_seed_hits(reads.codes, s, READ_LEN, index.k, 0, index.offsets, index.positions,
+        c = seed.collect_seed_hits(reads.codes, s, READ_LEN, index.k, 0, index.offsets, index.positions,
                                    index.max_occ, hits, 0, 0, p.max_hits // 2)
-        nh[x] = core.collect_seed_hits(reads.rc_codes, s, READ_LEN, index.k, 1, index.offsets, index.positions,
+        nh[x] = seed.collect_seed_hits(reads.rc_codes, s, READ_LEN, index.k, 1, index.offsets, index.positions,
                                        index.max_occ, hits, 0, c, p.max_hits - c)
     return nh
 
@@ -654,7 +655,7 @@ def bench_extend(clock, res, pairs, d_codes, dg, genome, t):
                  p.gap_open, p.gap_extend, p.clip_penalty, cuda.to_device(np.zeros(1, dtype=np.uint8)), out)
     ms, warm = clock.kernel(run)
     (h_out,), d2h = download(clock, [out])
-    local = h_out[:, 2] > core.NEG // 2
+    local = h_out[:, 2] > extend.NEG // 2
     nw_cells = P * READ_LEN * W
     sw_cells = int(local.sum()) * READ_LEN * W
     return res.add(f"extend NW+SW t={t}", "GCUPS", P, ms, cells=nw_cells + sw_cells,
@@ -805,7 +806,7 @@ def main(argv=None):
     print("== banded DP", flush=True)
     pr = np.arange(sz.pairs, dtype=np.int64) % R
     pairs = SimpleNamespace(read=pr, diag=reads.diag[pr], strand=reads.strand[pr],
-                            key=reads.strand[pr] * core.STRAND_BIT + reads.diag[pr] + core.DIAG_BIAS)
+                            key=reads.strand[pr] * encode.STRAND_BIT + reads.diag[pr] + encode.DIAG_BIAS)
     for t in (3, 10):
         bench_extend(clock, res, pairs, d_codes, dg, genome, t)
         free_device()

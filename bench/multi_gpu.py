@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib as bl  # noqa: E402
 import synth  # noqa: E402
 from benchlib import log  # noqa: E402
+from end_to_end import simulate_reads  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 WARMUP_READS = 20_000
@@ -90,11 +91,10 @@ def main():
     ref = data / "genome.fa"
     bl.cached(ref, lambda: synth.make_genome(str(ref), int(args.genome_mbp * 1e6), args.seed, log=log), "genome")
     reads = data / f"reads_{args.reads}.fq.gz"
-    bl.cached(reads, lambda: synth.simulate_reads(str(ref), args.reads, 100, args.seed, str(reads),
-                                                 threads=args.cores, log=log), "reads")
+    bl.cached(reads, lambda: simulate_reads(ref, reads, args.reads, 100, args.seed, args.cores, log), "reads")
     warm = data / "warm.fq.gz"
-    bl.cached(warm, lambda: synth.simulate_reads(str(ref), WARMUP_READS, 100, args.seed + 1, str(warm),
-                                                threads=args.cores), "warm-up reads")
+    bl.cached(warm, lambda: simulate_reads(ref, warm, WARMUP_READS, 100, args.seed + 1, args.cores),
+              "warm-up reads")
     from gpualign.index import suggested_k
     k = suggested_k(int(args.genome_mbp * 1e6), 500)
     write_config(work, ref, k, {"warm": warm, "bench": reads})

@@ -23,7 +23,6 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,11 +30,11 @@ from pathlib import Path
 import numpy as np
 
 import benchlib as bl
-from benchlib import PY, log
+from benchlib import log
 import end_to_end as e2e
+from peers import PEERS
 import simulate
 
-PEERS = ("bwa", "minimap2", "bowtie2")
 WARMUP_PAIRS = 2000
 
 
@@ -56,40 +55,19 @@ def plain_reference(args) -> Path:
 
 
 def genome_stats(ref: Path) -> dict:
-    contigs = simulate.read_fasta(ref)
-    n = sum(int(np.count_nonzero(c.seq == simulate.N_CODE)) for c in contigs)
-    return {"contigs": len(contigs), "bp": sum(len(c.seq) for c in contigs), "n_bases": n}
-
-
-PARTS_FROM = 50_000   # more pairs than this are simulated in parts on all cores (one is ~0.6 ms a pair)
+    names, codes, _, lengths = simulate.load_fasta(ref)
+    return {"contigs": len(names), "bp": int(lengths.sum()),
+            "n_bases": int(np.count_nonzero(codes == simulate.N_CODE))}
 
 
 def simulate_pairs(ref: Path, pairs: int, seed: int, args) -> list[Path]:
-    """R1 and R2 gzip FASTQ of ``pairs`` simulated pairs (reused when complete). Large sets are made
-    in parts by parallel processes (same sample genome, numbered on) and concatenated as gzip members."""
+    """R1 and R2 gzip FASTQ of ``pairs`` simulated pairs (reused when complete)."""
     stem = args.gdir / f"pairs_n{pairs}_l{args.length}_i{args.insert_mean:g}-{args.insert_sd:g}_s{seed}"
     reads = [Path(f"{stem}_R1.fq.gz"), Path(f"{stem}_R2.fq.gz")]
-    common = [str(ref), "-l", str(args.length), "--sub", str(args.sub),
-              "--indel", str(args.indel), "--snp", str(args.snp), "--fraction-n", str(args.fraction_n),
-              "--insert-mean", str(args.insert_mean), "--insert-sd", str(args.insert_sd), "--seed", str(seed)]
-
-    def make():
-        parts = 1 if pairs <= PARTS_FROM else max(1, min(os.cpu_count() or 1, 16))
-        if parts == 1:
-            return simulate.main(common + ["-n", str(pairs), "-o", *map(str, reads)])
-        bounds = [pairs * i // parts for i in range(parts + 1)]
-        outs = [[f"{r}.part{i}" for r in reads] for i in range(parts)]
-        procs = [subprocess.Popen([PY, str(Path(__file__).with_name("simulate.py")), *common, "--part", str(i),
-                                   "--first", str(bounds[i] + 1), "-n", str(bounds[i + 1] - bounds[i]), "-o", *outs[i]])
-                 for i in range(parts)]
-        if any(p.wait() for p in procs):
-            raise RuntimeError("a simulate.py part failed")
-        for m, path in enumerate(reads):
-            with open(path, "wb") as fh:
-                for part in outs:
-                    fh.write(Path(part[m]).read_bytes())
-                    os.remove(part[m])
-    bl.cached(reads[0], make, f"simulate {pairs} pairs")
+    bl.cached(reads[0], lambda: simulate.simulate(
+        ref, reads, pairs, args.length, seed, sub=args.sub, indel=args.indel, snp=args.snp,
+        fraction_n=args.fraction_n, insert_mean=args.insert_mean, insert_sd=args.insert_sd,
+        threads=args.threads, log=log), f"simulate {pairs} pairs")
     return reads
 
 

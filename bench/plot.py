@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Figures from the device benchmarks' JSON (run here, not on the device; needs matplotlib).
 
-    python bench/plot.py RESULTS.json ... [--outdir bench]
+    python bench/plot.py RESULTS.json ... [--outdir bench/results]
 
 scaling.py's files give scaling_genome.png (by genome size: reads/s, peak host and GPU
 memory, index build time and size) and scaling_reads.png (by read count: reads/s, wall time,
 peak memory); end_to_end.py's files give end_to_end.png (reads/s and accuracy per aligner).
+The figures go beside the JSON they plot, in bench/results/, unless --outdir says otherwise.
 Where several files hold the same point, the later file on the command line wins.
 """
 from __future__ import annotations
@@ -170,7 +171,8 @@ def plot_end_to_end(runs: list[dict], machine: str, path: Path):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("json", nargs="+", type=Path, help="JSON files from scaling.py and end_to_end.py")
-    p.add_argument("--outdir", type=Path, default=Path(__file__).resolve().parent)
+    p.add_argument("--outdir", type=Path, default=Path(__file__).resolve().parent / "results",
+                   help="folder of the PNG files [bench/results]")
     args = p.parse_args(argv)
     points, runs, machine = load(args.json)
     args.outdir.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,8 @@ For each point: index build time and peak RSS, index size on disk (all PREFIX.* 
 `gpualign map` from the gzip FASTQ to a sorted, indexed BAM (pysam sort+index timed and added
 where gpualign leaves the BAM unsorted): wall time, reads/s, peak host RSS of the process tree
 and peak GPU memory (nvidia-smi). A few thousand reads are mapped untimed first, so numba's
-compile cache is warm. Genomes and reads come from synth.py and are reused from --workdir.
+compile cache is warm. Genomes come from synth.py and reads from simulate.py (as end_to_end.py
+makes them), both reused from --workdir; command lines from peers.py.
 
 Results go to $OUT/scaling_<part>_<values>.json (rewritten after every point, so a run cut
 short keeps what it measured) and .log; a markdown table is printed last on stdout.
@@ -20,9 +21,10 @@ import time
 from pathlib import Path
 
 import benchlib as bl
-from benchlib import PY, log, q
+from benchlib import log
+import peers
 import synth
-from end_to_end import WARMUP_READS, gpualign_k
+from end_to_end import WARMUP_READS, gpualign_k, simulate_reads
 
 
 def parse_list(text: str, kind=float) -> list:
@@ -42,8 +44,8 @@ def inputs(mbp: float, n_reads: int, args) -> tuple[Path, Path, dict]:
     stats, _ = bl.cached(ref, lambda: synth.make_genome(str(ref), int(round(mbp * 1e6)), args.seed, log=log),
                          f"genome {mbp:g} Mbp")
     reads = gdir / f"reads_n{n_reads}_l{args.length}_s{args.seed}.fq.gz"
-    bl.cached(reads, lambda: synth.simulate_reads(str(ref), n_reads, args.length, args.seed, str(reads),
-                                                 threads=args.threads, log=log), f"{n_reads:,} reads")
+    bl.cached(reads, lambda: simulate_reads(ref, reads, n_reads, args.length, args.seed, args.threads, log),
+              f"{n_reads:,} reads")
     return ref, reads, stats
 
 
@@ -53,8 +55,8 @@ def index(ref: Path, mbp: float, args, logfile: Path) -> tuple[Path, int, dict]:
     prefix.parent.mkdir(parents=True, exist_ok=True)
 
     def make():
-        res = bl.run_timed(f"{q(PY)} -m gpualign index {q(ref)} -p {q(prefix)} -k {k}",
-                           f"index {mbp:g} Mbp", logfile)
+        res = bl.run_timed(peers.index_command("gpualign", ref, prefix, args.threads, k=k), f"index {mbp:g} Mbp",
+                           logfile)
         return {"index_s": res["wall_s"], "index_peak_rss_mb": res["peak_rss_mb"],
                 "index_bytes": bl.files_size(prefix), "index_log": res["stderr"]}
     info, reused = bl.cached(prefix.parent / "index", make, f"index {mbp:g} Mbp")
@@ -62,13 +64,13 @@ def index(ref: Path, mbp: float, args, logfile: Path) -> tuple[Path, int, dict]:
 
 
 def map_cmd(prefix: Path, reads: Path, bam: Path, args) -> str:
-    return f"{q(PY)} -m gpualign map {q(prefix)} {q(reads)} -o {q(bam)} -t {args.threads} --backend {args.backend}"
+    return peers.map_command("gpualign", prefix, reads, args.threads, bam=bam, backend=args.backend)
 
 
 def warm_up(ref: Path, prefix: Path, args, logfile: Path) -> float:
     warm = ref.parent / f"warmup_l{args.length}.fq.gz"
-    bl.cached(warm, lambda: synth.simulate_reads(str(ref), WARMUP_READS, args.length, args.seed + 1000,
-                                                str(warm), threads=args.threads), "warm-up reads")
+    bl.cached(warm, lambda: simulate_reads(ref, warm, WARMUP_READS, args.length, args.seed + 1000, args.threads),
+              "warm-up reads")
     res = bl.run_timed(map_cmd(prefix, warm, ref.parent / "warmup.bam", args), "gpualign warm-up", logfile)
     return res["wall_s"]
 

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Fast synthetic genomes with mammal-like repeats, and a fast read simulator (numba).
+"""Fast synthetic genomes with mammal-like repeats (numba); reads come from simulate.py.
+
+    python bench/synth.py genome OUT.fa --mbp 5 [--contigs N] [--seed 1]
 
 Genome (``make_genome``), built on one array of base codes (0-3 = ACGT, 4 = N):
 
@@ -15,39 +17,31 @@ Genome (``make_genome``), built on one array of base codes (0-3 = ACGT, 4 = N):
 
 About 40 % of the bases end up in repeats, so some reads have several good placements.
 
-Reads (``simulate_reads``): uniform over both strands; windows that touch an N or cross a
-contig end are redrawn (so reads hold no N); indels of 1-3 bp at ``indel`` per read base (none
-within 5 bases of a read end, so the leftmost position is well defined), substitutions at
-``sub``; binned Illumina-like qualities ('F' mostly, ':', ',', '#', lower on substituted bases
-and towards the 3' end). Names are ``r{i}:{contig}:{pos}:{strand}`` as in ``simulate.py``
-(``i`` from 1, ``pos`` the 1-based leftmost reference position on the forward strand), so
-``accuracy.py`` scores them.
-
-Every random draw comes from a counter-based generator keyed by (seed, item): a genome chunk,
-a repeat copy or a read. Output therefore depends on the seed and sizes only, never on the
-number of threads or the batch size.
+Every random draw of the parallel kernels comes from a counter-based generator (streams.py)
+keyed by (seed, item): a genome chunk or a repeat copy; the plan of the repeats is drawn
+serially. Output therefore depends on the seed and size only, never on the number of threads.
 """
 from __future__ import annotations
 
 import argparse
-import gzip
-import os
 import sys
 import time
+from pathlib import Path
 
-import numba
 import numpy as np
 from numba import njit, prange
 
+HERE = str(Path(__file__).resolve().parent)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from streams import below, next_draw, stream, unit  # noqa: E402
+
 N_CODE = 4
 LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
-EDGE = 5                 # no read indel within this many bases of a read end
-MAX_TRIES = 1000         # redraws of a read window before giving up
 BG_BLOCK = 1 << 16       # background GC step, and the unit of its random streams
 COPY_CHUNK = 1 << 20     # repeat copies are written chunk by chunk in parallel
 LINE_WIDTH = 60
-READ_BATCH = 1 << 19     # reads simulated and formatted per batch (bounds memory)
-INV_2_32 = 1.0 / 4294967296.0
 
 # labels of the bases, for the statistics
 LABELS = ("unique", "SINE", "LINE", "DNA", "LTR", "simple", "satellite", "segdup", "N")
@@ -68,40 +62,6 @@ GAP_EVERY = 5_000_000    # one assembly gap per this many bp, on average
 
 
 # --------------------------------------------------------------------------
-# counter-based random numbers (splitmix64): a stream per (seed, item)
-
-@njit(inline="always", cache=True)
-def _mix(z):
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-@njit(inline="always", cache=True)
-def _stream(seed, item):
-    """Start state of the stream for one item."""
-    return _mix(np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + _mix(np.uint64(item) + np.uint64(1)))
-
-
-@njit(inline="always", cache=True)
-def _next(state):
-    state = state + np.uint64(0x9E3779B97F4A7C15)
-    return state, _mix(state)
-
-
-@njit(inline="always", cache=True)
-def _unit(r):
-    """Uniform float in [0, 1) from a 64-bit draw."""
-    return (r >> np.uint64(11)) * (1.0 / 9007199254740992.0)
-
-
-@njit(inline="always", cache=True)
-def _below(r, n):
-    """Integer in [0, n) from a 64-bit draw (n < 2**32; bias negligible)."""
-    return np.int64(((r >> np.uint64(32)) * np.uint64(n)) >> np.uint64(32))
-
-
-# --------------------------------------------------------------------------
 # genome kernels
 
 _BG_ORDER = np.array([1, 2, 0, 3], dtype=np.uint8)   # C, G, A, T by threshold rank
@@ -113,13 +73,13 @@ def _background(codes, gc, seed):
     branches would mispredict on every base)."""
     nblocks = (len(codes) + BG_BLOCK - 1) // BG_BLOCK
     for b in prange(nblocks):
-        state = _stream(seed, b)
+        state = stream(seed, b)
         t1 = np.uint64(gc[b] * 32768.0)                # C below t1, G below t2, A below t3
         t2 = np.uint64(gc[b] * 65536.0)
         t3 = np.uint64(32768.0 + gc[b] * 32768.0)
         end = min(len(codes), (b + 1) * BG_BLOCK)
         for i in range(b * BG_BLOCK, end, 4):
-            state, r = _next(state)
+            state, r = next_draw(state)
             for k in range(min(4, end - i)):
                 v = (r >> np.uint64(16 * k)) & np.uint64(0xFFFF)
                 codes[i + k] = _BG_ORDER[(v >= t1) + (v >= t2) + (v >= t3)]
@@ -135,16 +95,16 @@ def _write_copy(codes, labels, limit, pos, cons, cstart, clen, reverse, div, lab
     indel = div * 0.1
     j = 0
     while j < clen and pos < limit:
-        state, r = _next(state)
-        u = _unit(r)
+        state, r = next_draw(state)
+        u = unit(r)
         if u < indel:              # deletion from the consensus, or insertion of random bases
-            size = 1 + _below(r, 3)
+            size = 1 + below(r, 3)
             if (r & np.uint64(1)) == 0:
                 j += size
             else:
                 for _ in range(size):
                     if pos < limit:
-                        state, r2 = _next(state)
+                        state, r2 = next_draw(state)
                         codes[pos] = r2 & np.uint64(3)
                         labels[pos] = label
                         pos += 1
@@ -154,7 +114,7 @@ def _write_copy(codes, labels, limit, pos, cons, cstart, clen, reverse, div, lab
         if reverse:
             base = 3 - base
         if u < indel + div:
-            base = (base + 1 + _below(r, 3)) % 4
+            base = (base + 1 + below(r, 3)) % 4
         codes[pos] = base
         labels[pos] = label
         pos += 1
@@ -174,7 +134,7 @@ def _write_copies(codes, labels, cons_all, cons_off, fam, pos, cstart, clen, rev
             f = fam[i]
             cons = cons_all[cons_off[f]:cons_off[f + 1]]
             _write_copy(codes, labels, limit, pos[i], cons, cstart[i], clen[i], reverse[i],
-                        div[i], label[i], _stream(seed, i))
+                        div[i], label[i], stream(seed, i))
 
 
 @njit(cache=True)
@@ -183,7 +143,7 @@ def _segdups(codes, labels, src, dst, length, reverse, div, seed):
     for i in range(len(src)):
         segment = codes[src[i]:src[i] + length[i]].copy()
         _write_copy(codes, labels, len(codes), dst[i], segment, 0, len(segment), reverse[i],
-                    div[i], LBL_SEGDUP, _stream(seed, i))
+                    div[i], LBL_SEGDUP, stream(seed, i))
 
 
 @njit(cache=True)
@@ -388,254 +348,6 @@ def _write_fasta(path: str, names, codes, starts, lengths):
 
 
 # --------------------------------------------------------------------------
-# FASTA input
-
-_ENCODE = np.full(256, N_CODE, dtype=np.uint8)
-for _i, _b in enumerate(b"ACGT"):
-    _ENCODE[_b] = _ENCODE[_b + 32] = _i
-
-
-@njit(parallel=True, cache=True)
-def _encode_body(raw, table, out):
-    """Write the base codes of a FASTA record body, line breaks dropped, to out; return how
-    many. Pieces are counted, then filled, in parallel."""
-    pieces = 256
-    step = (len(raw) + pieces - 1) // pieces
-    kept = np.zeros(pieces + 1, dtype=np.int64)
-    for p in prange(pieces):
-        for i in range(p * step, min(len(raw), (p + 1) * step)):
-            kept[p + 1] += (raw[i] != 10) & (raw[i] != 13)
-    kept = np.cumsum(kept)
-    for p in prange(pieces):
-        n = kept[p]
-        for i in range(p * step, min(len(raw), (p + 1) * step)):
-            x = raw[i]
-            if x != 10 and x != 13:
-                out[n] = table[x]
-                n += 1
-    return kept[-1]
-
-
-def read_fasta(path: str):
-    """(names, codes of all contigs concatenated, contig start offsets, lengths)."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as fh:
-        data = fh.read()
-    raw = np.frombuffer(data, dtype=np.uint8)
-    codes = np.empty(len(data), dtype=np.uint8)     # an upper bound; trimmed below
-    names, lengths, at = [], [], data.find(b">")   # '>' only ever starts a header line
-    while at >= 0:
-        eol = data.find(b"\n", at)
-        eol = len(data) if eol < 0 else eol
-        nxt = data.find(b">", eol)
-        end = len(data) if nxt < 0 else nxt
-        names.append((data[at + 1:eol].split() or [b""])[0].decode())
-        lengths.append(_encode_body(raw[min(eol + 1, end):end], _ENCODE, codes[sum(lengths):]))
-        at = nxt
-    if not names:
-        raise ValueError(f"{path}: no FASTA records")
-    lengths = np.array(lengths, dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    return names, codes[:lengths.sum()], starts, lengths
-
-
-# --------------------------------------------------------------------------
-# read kernels
-
-# Binned qualities (NovaSeq-like): '#' 2, ',' 11, ':' 25, 'F' 37.
-QUAL_BINS = np.frombuffer(b"#,:F", dtype=np.uint8)
-
-
-@njit(inline="always", cache=True)
-def _quality(u, frac, error):
-    """Quality letter index: good bases mostly 'F' (worse towards the 3' end), errors lower."""
-    if error:
-        return 3 if u < 0.35 else (2 if u < 0.70 else (1 if u < 0.92 else 0))
-    bad = 0.04 + 0.12 * frac * frac
-    if u >= bad:
-        return 3
-    return 2 if u < bad * 0.7 else (1 if u < bad * 0.95 else 0)
-
-
-@njit(inline="always", cache=True)
-def _draw_window(genome, starts, ends, length, indel, read, state):
-    """Copy one read (forward) with indels from an N-free window inside one contig.
-
-    Returns (state, contig, start) with contig -1 when the window was unusable."""
-    total = len(genome)
-    state, r = _next(state)
-    start = np.int64(_unit(r) * total)
-    c = np.searchsorted(ends, start, side="right")
-    end = ends[c]
-    p, j = start, 0
-    while j < length:
-        if EDGE <= j < length - EDGE:
-            state, r = _next(state)
-            if _unit(r) < indel:
-                size = 1 + _below(r, 3)
-                if (r & np.uint64(1)) == 0:
-                    p += size                       # deletion
-                else:
-                    size = min(size, length - EDGE - j)
-                    for _ in range(size):           # insertion
-                        state, r = _next(state)
-                        read[j] = r & np.uint64(3)
-                        j += 1
-                    continue
-        if p >= end:
-            return state, -1, start
-        base = genome[p]
-        if base == N_CODE:
-            return state, -1, start
-        read[j] = base
-        j += 1
-        p += 1
-    for q in range(start, p):                       # deleted bases must not be N either
-        if genome[q] == N_CODE:
-            return state, -1, start
-    return state, c, start - starts[c]
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def _simulate(genome, starts, ends, first, length, seed, sub, indel, seqs, quals, contig, pos, strand):
-    """Reads first .. first+n-1 (n = len(pos)); forward-strand origin in contig/pos."""
-    for i in prange(len(pos)):
-        state = _stream(seed, first + i)
-        read = seqs[i]
-        c, s = -1, 0
-        for _ in range(MAX_TRIES):
-            state, c, s = _draw_window(genome, starts, ends, length, indel, read, state)
-            if c >= 0:
-                break
-        contig[i], pos[i] = c, s
-        state, r = _next(state)
-        minus = (r & np.uint64(1)) == 1
-        strand[i] = 1 if minus else 0
-        if minus:
-            for j in range(length // 2):
-                a, b = read[j], read[length - 1 - j]
-                read[j], read[length - 1 - j] = 3 - b, 3 - a
-            if length % 2:
-                read[length // 2] = 3 - read[length // 2]
-        for j in range(length):      # one draw a base: low 32 bits error, high 32 quality
-            state, r = _next(state)
-            error = (r & np.uint64(0xFFFFFFFF)) * INV_2_32 < sub
-            if error:
-                read[j] = (read[j] + 1 + ((r >> np.uint64(16)) & np.uint64(0xFFFF)) % 3) % 4
-            quals[i, j] = QUAL_BINS[_quality((r >> np.uint64(32)) * INV_2_32, j / length, error)]
-            read[j] = LETTERS[read[j]]
-
-
-@njit(inline="always", cache=True)
-def _digits(x):
-    d = 1
-    while x >= 10:
-        x //= 10
-        d += 1
-    return d
-
-
-@njit(inline="always", cache=True)
-def _put_int(out, o, x):
-    d = _digits(x)
-    for k in range(d - 1, -1, -1):
-        out[o + k] = 48 + x % 10
-        x //= 10
-    return o + d
-
-
-@njit(cache=True)
-def _record_sizes(first, contig, pos, name_len, length):
-    sizes = np.empty(len(pos) + 1, dtype=np.int64)
-    sizes[0] = 0
-    for i in range(len(pos)):
-        # @r{i}:{contig}:{pos}:{s}\n seq\n +\n qual\n
-        head = 2 + _digits(first + i + 1) + 1 + name_len[contig[i]] + 1 + _digits(pos[i] + 1) + 3
-        sizes[i + 1] = head + 2 * length + 4
-    return np.cumsum(sizes)
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def _format_fastq(first, seqs, quals, contig, pos, strand, names, name_off, offsets, out):
-    length = seqs.shape[1]
-    for i in prange(len(pos)):
-        o = offsets[i]
-        out[o] = 64          # @
-        out[o + 1] = 114     # r
-        o = _put_int(out, o + 2, first + i + 1)
-        out[o] = 58          # :
-        o += 1
-        for k in range(name_off[contig[i]], name_off[contig[i] + 1]):
-            out[o] = names[k]
-            o += 1
-        out[o] = 58
-        o = _put_int(out, o + 1, pos[i] + 1)
-        out[o] = 58
-        out[o + 1] = 45 if strand[i] else 43   # - or +
-        out[o + 2] = 10
-        o += 3
-        for j in range(length):
-            out[o + j] = seqs[i, j]
-        o += length
-        out[o] = 10
-        out[o + 1] = 43
-        out[o + 2] = 10
-        o += 3
-        for j in range(length):
-            out[o + j] = quals[i, j]
-        out[o + length] = 10
-
-
-# --------------------------------------------------------------------------
-# reads: public API
-
-def open_gzip_writer(path: str, threads: int):
-    """isal's threaded gzip writer (level 1) when present, else zlib's at level 1."""
-    try:
-        from isal import igzip_threaded
-        return igzip_threaded.open(path, "wb", compresslevel=1, threads=max(1, threads))
-    except ImportError:
-        return gzip.open(path, "wb", compresslevel=1)
-
-
-def simulate_reads(fasta: str, n: int, length: int, seed: int, out_fq_gz: str, sub: float = 0.01,
-                   indel: float = 0.001, threads: int | None = None, log=None) -> int:
-    """Simulate n reads of the given length from fasta into a gzip FASTQ; returns n."""
-    say = log or (lambda msg: None)
-    if length < 2 * EDGE + 1:
-        raise ValueError(f"read length must be at least {2 * EDGE + 1}")
-    threads = threads or os.cpu_count() or 1
-    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-    names, genome, starts, lengths = read_fasta(fasta)
-    ends = starts + lengths
-    name_bytes = [nm.encode() for nm in names]
-    name_off = np.concatenate([[0], np.cumsum([len(b) for b in name_bytes])]).astype(np.int64)
-    name_arr = np.frombuffer(b"".join(name_bytes), dtype=np.uint8)
-    name_len = np.diff(name_off)
-    say(f"loaded {fasta}: {len(names)} contigs, {len(genome):,} bp")
-    with open_gzip_writer(out_fq_gz, threads) as out:
-        for first in range(0, n, READ_BATCH):
-            m = min(READ_BATCH, n - first)
-            seqs = np.empty((m, length), dtype=np.uint8)
-            quals = np.empty((m, length), dtype=np.uint8)
-            contig = np.empty(m, dtype=np.int64)
-            pos = np.empty(m, dtype=np.int64)
-            strand = np.empty(m, dtype=np.uint8)
-            _simulate(genome, starts, ends, first, length, np.uint64(seed), sub, indel,
-                      seqs, quals, contig, pos, strand)
-            if (contig < 0).any():
-                raise RuntimeError(f"no N-free window found in {MAX_TRIES} tries; genome too gappy")
-            offsets = _record_sizes(first, contig, pos, name_len, length)
-            buf = np.empty(offsets[-1], dtype=np.uint8)
-            _format_fastq(first, seqs, quals, contig, pos, strand, name_arr, name_off, offsets, buf)
-            out.write(buf.data)
-            if (first // READ_BATCH) % 8 == 7:
-                say(f"{first + m:,} reads")
-    say(f"wrote {n:,} reads of {length} bp to {out_fq_gz}")
-    return n
-
-
-# --------------------------------------------------------------------------
 # command line
 
 def _logger():
@@ -652,23 +364,9 @@ def main(argv=None) -> int:
     g.add_argument("--mbp", type=float, required=True, help="genome size in Mbp")
     g.add_argument("--contigs", type=int, help="number of contigs [size/25 Mbp, 3..24]")
     g.add_argument("--seed", type=int, default=1)
-    r = sub.add_parser("reads", help="simulate reads into a gzip FASTQ")
-    r.add_argument("reference")
-    r.add_argument("-n", "--num-reads", type=int, required=True)
-    r.add_argument("-l", "--length", type=int, default=100)
-    r.add_argument("--sub", type=float, default=0.01)
-    r.add_argument("--indel", type=float, default=0.001)
-    r.add_argument("--seed", type=int, default=1)
-    r.add_argument("-t", "--threads", type=int, default=os.cpu_count())
-    r.add_argument("-o", "--output", required=True)
     args = parser.parse_args(argv)
-    log = _logger()
-    if args.command == "genome":
-        stats = make_genome(args.output, int(round(args.mbp * 1e6)), args.seed, args.contigs, log=log)
-        print(stats["share"], file=sys.stderr)
-    else:
-        simulate_reads(args.reference, args.num_reads, args.length, args.seed, args.output,
-                       args.sub, args.indel, args.threads, log=log)
+    stats = make_genome(args.output, int(round(args.mbp * 1e6)), args.seed, args.contigs, log=_logger())
+    print(stats["share"], file=sys.stderr)
     return 0
 
 

@@ -10,11 +10,10 @@ import sys
 
 from . import __version__
 from .errors import InputError, one_line
-from .params import HELP, MapParams
+from .options import HELP, INDEX_HELP, MAX_K, MIN_K, TUNING, IndexParams, MapParams, Tuning
 
 GENOME_SUFFIXES = (".2bit.npy", ".nmask.npy", ".contigs.tsv")
 INDEX_SUFFIX = ".idx.npz"
-MIN_K, MAX_K = 4, 14
 
 
 def positive_int(text: str) -> int:
@@ -41,11 +40,11 @@ def get_argument_parser() -> argparse.ArgumentParser:
     idx.add_argument("-p", "--prefix", required=True,
                      help="output prefix: writes PREFIX.fa (+ .fai: the masked sequence, for CRAM), PREFIX"
                           + ", PREFIX".join(GENOME_SUFFIXES) + ", PREFIX" + INDEX_SUFFIX)
-    idx.add_argument("-k", type=k_value, default=8, metavar=f"{MIN_K}-{MAX_K}",
-                     help="k-mer length of the hash bins [8]; 8 suits genomes up to ~10 Mbp, use 11-12 for a "
-                          "human chromosome, 14 for a human genome (a warning suggests k when bins are too full)")
-    idx.add_argument("--max-occ", type=positive_int, default=500,
-                     help="bins with more positions are skipped when seeding [500]")
+    index_defaults = IndexParams()
+    idx.add_argument("-k", type=k_value, default=index_defaults.k, metavar=f"{MIN_K}-{MAX_K}",
+                     help=f"{INDEX_HELP['k']} [{index_defaults.k}]")
+    idx.add_argument("--max-occ", type=positive_int, default=index_defaults.max_occ,
+                     help=f"{INDEX_HELP['max_occ']} [{index_defaults.max_occ}]")
 
     mp = sub.add_parser("map", help="align reads (as bwa mem): SAM to stdout, or sorted BAM/CRAM with -o",
                         description="Align single-end or paired reads against an index built by `gpualign index` "
@@ -140,17 +139,18 @@ def check_read_inputs(args):
     return paths
 
 
-def open_reads(args, k: int, batch_size: int, threads: int):
+def open_reads(args, k: int, batch_size: int, threads: int, block: int):
     """Batches of reads as the mapper takes them, with -C comments checked record by record."""
     from . import fastq
+    from .batches import read_interleaved_pairs, read_smart_pairs
     from .seqio import shown
     from .tags import check_comments
     comments = args.append_comment
     if args.mates:
-        batches = fastq.read_interleaved_pairs(args.reads, args.mates, k, batch_size, threads, comments=comments)
+        batches = read_interleaved_pairs(args.reads, args.mates, k, batch_size, threads, comments, block)
         describe = lambda done, r: f"reads {shown(args.mates if r % 2 else args.reads)} record {done // 2 + r // 2 + 1}"  # noqa: E731
     elif args.interleaved:
-        batches = fastq.read_smart_pairs(args.reads, k, batch_size, threads, comments=comments)
+        batches = read_smart_pairs(args.reads, k, batch_size, threads, comments, block)
         describe = lambda done, r: f"reads {shown(args.reads)} record {done + r + 1}"  # noqa: E731
     else:
         batches = fastq.read_batches(args.reads, k, batch_size, threads, comments=comments)
@@ -167,12 +167,12 @@ def open_reads(args, k: int, batch_size: int, threads: int):
     return checked()
 
 
-def run_map(args, log, argv):
+def run_map(args, log, argv, tuning: Tuning):
     from .cram import check_reference
     from .output import plan_output, writing
     from .sam import parse_read_group
     read_paths = check_read_inputs(args)
-    params = MapParams(**{n: getattr(args, n) for n in MapParams.names()}).check()
+    params = MapParams(**{n: getattr(args, n) for n in MapParams.names()}, tuning=tuning).check()
     read_group = parse_read_group(args.read_group) if args.read_group else None
     genome_prefix, files = index_files(args.prefix)
     fasta = genome_prefix + ".fa"
@@ -189,7 +189,7 @@ def run_map(args, log, argv):
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     genome = load_genome(*(genome_prefix + s for s in GENOME_SUFFIXES))
     index = load_index(args.prefix + INDEX_SUFFIX)
-    reads = open_reads(args, index.k, params.batch_size, args.threads)
+    reads = open_reads(args, index.k, params.batch_size, args.threads, tuning.insert_block)
     log(f"writing {out.describe()}")
     with writing(out) as (path, index_path):
         map_reads(genome, index, reads, path, params, backend_name=args.backend, threads=args.threads,
@@ -199,7 +199,8 @@ def run_map(args, log, argv):
     return 0
 
 
-def main(argv=None) -> int:
+def main(argv=None, tuning: Tuning = TUNING) -> int:
+    """Run one command; returns the exit status. tuning: the method's constants (benchmarks vary them)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = get_argument_parser().parse_args(argv)
     log = lambda msg: print(f"[gpualign {args.command}] {msg}", file=sys.stderr, flush=True)  # noqa: E731
@@ -209,7 +210,7 @@ def main(argv=None) -> int:
         if args.command == "compile":
             from .compile import run as run_compile
             return run_compile(args, log)
-        return run_map(args, log, argv)
+        return run_map(args, log, argv, tuning)
     except InputError as exc:
         print(f"gpualign: error: {exc}", file=sys.stderr)
         return 1

@@ -133,12 +133,12 @@ def run_cli(argv: list):
 def warm_up(backend: str, threads: int = 2):
     """Index a random genome and map reads through every code path that runs numba functions."""
     import numba
-    from .chunks import split_pairs
-    from .fastq import read_interleaved_fastq
+    from .workflow.chunks import split_pairs
+    from .batches import read_interleaved_fastq
     from .genome import load_genome
     from .index import load_index
     from .mapper import map_reads
-    from .params import MapParams
+    from .options import MapParams
     saved_threads = numba.get_num_threads()
     rng = np.random.default_rng(GENOME_SEED)
     with tempfile.TemporaryDirectory(prefix="gpualign-compile-") as tmp, jitcache.compiling():
@@ -191,9 +191,9 @@ def counting_compilations():
 
 
 def cuda_misses() -> dict:
-    """CUDA kernels of gpualign.cuda compiled in this process (numba-cuda's own counters: its kernel
-    compiles do not raise numba's compile event)."""
-    mod = sys.modules.get(__package__ + ".cuda")
+    """CUDA kernels of gpualign.backends.cuda compiled in this process (numba-cuda's own counters: its
+    kernel compiles do not raise numba's compile event)."""
+    mod = sys.modules.get(__package__ + ".backends.cuda")
     found = {}
     for attr in dir(mod) if mod is not None else ():
         disp = getattr(mod, attr)
@@ -225,7 +225,7 @@ def compile_kernels(backend: str = "auto", log=print, check: bool = True) -> dic
     cache, mark it compiled for this machine, and (check) make sure a fresh process compiles nothing.
     Returns what it did: backend, cache folder, seconds, and the functions a fresh process compiled."""
     from numba.core import config
-    from .mapper import get_backend
+    from .backends import get_backend
     name = get_backend(backend, log).NAME
     folder = jitcache.cache_dir()
     if name == "cuda" and config.ENABLE_CUDASIM:

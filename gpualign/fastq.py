@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from .errors import InputError
-from .genome import CODE
+from .encode import CODE
 from .reads import MAX_READ_LEN, finish_reads
 from .seqio import Input, shown
 from .threads import in_background, ordered_map
@@ -309,15 +309,6 @@ def read_pair_batches(path1: str, path2: str, k: int, batch_size: int, threads: 
         raise InputError(f"reads {name2} has more records than {name1} ({done})")
 
 
-def read_interleaved_pairs(path1: str, path2: str, k: int, batch_size: int, threads: int = 1, comments: bool = False):
-    """Paired batches for the mapper: mates interleaved (read 2i from path1, 2i+1 from path2), each
-    batch whole blocks of insert-size estimation (pairing.fragments_per_batch)."""
-    from .pairing import fragments_per_batch
-    from .reads import interleave
-    for a, b in read_pair_batches(path1, path2, k, fragments_per_batch(batch_size), threads, comments):
-        yield interleave(a, b)
-
-
 @njit(cache=True, nogil=True)
 def first_unmated(names, name_off, start):
     """The first read i of start, start + 2, ... whose name differs from read i + 1's, else -1 (a
@@ -362,20 +353,3 @@ def mates_in_order(batches, path: str):
         raise unmated(path, done, last, None)
 
 
-def read_smart_pairs(path: str, k: int, batch_size: int, threads: int = 1, comments: bool = False):
-    """Paired batches from one file (or `-`) of interleaved mates, as bwa mem -p reads it: consecutive
-    records with the same name are mates (R1 first). Batches as read_interleaved_pairs gives them:
-    read 2i is R1 of fragment i, 2i+1 its R2, each batch whole insert-size blocks."""
-    from .pairing import fragments_per_batch
-    size = 2 * fragments_per_batch(batch_size)
-    checked = mates_in_order(read_batches(path, k, size, threads, comments=comments), path)
-    return exact_batches(checked, size)
-
-
-def read_interleaved_fastq(path: str, k: int, batch_size: int, threads: int = 1, allow_empty: bool = False,
-                           comments: bool = False):
-    """Paired batches from one FASTQ of interleaved mates (a paired chunk of split_reads, which checked
-    the mates): exactly whole blocks a batch, so no batch splits a fragment."""
-    from .pairing import fragments_per_batch
-    size = 2 * fragments_per_batch(batch_size)
-    return exact_batches(read_batches(path, k, size, threads, allow_empty, comments), size)

@@ -13,15 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .atomic import atomic_path
+from .encode import CODE, pack_codes, pack_nmask
 from .reference import parse_fasta, read_contig_table, write_contig_table
-
-# byte -> base code; N (and anything masked) -> 4
-CODE = np.full(256, 4, dtype=np.uint8)
-for _i, _c in enumerate(b"ACGT"):
-    CODE[_c] = _i
-    CODE[ord(chr(_c).lower())] = _i
-BASES = np.frombuffer(b"ACGTN", dtype=np.uint8)
-
 
 @dataclass
 class Genome:
@@ -46,24 +39,6 @@ class Genome:
         base = (self.packed[pos >> 4] >> ((pos & 15) * 2).astype(np.uint32)) & 3
         isn = (self.nmask[pos >> 5] >> (pos & 31).astype(np.uint32)) & 1
         return np.where(isn == 1, 4, base).astype(np.uint8)
-
-
-def pack_codes(codes: np.ndarray) -> np.ndarray:
-    """2-bit pack base codes (N packed as A); one spare zero word at the end."""
-    nwords = (len(codes) + 15) // 16 + 1
-    padded = np.zeros(nwords * 16, dtype=np.uint32)
-    padded[:len(codes)] = codes & 3
-    shifts = (np.arange(16, dtype=np.uint32) * 2)
-    return np.bitwise_or.reduce(padded.reshape(-1, 16) << shifts, axis=1).astype(np.uint32)
-
-
-def pack_nmask(codes: np.ndarray) -> np.ndarray:
-    """One bit a base, set for N; one spare zero word at the end."""
-    bits = np.packbits(codes == 4, bitorder="little")
-    nbytes = ((len(codes) + 31) // 32 + 1) * 4
-    out = np.zeros(nbytes, dtype=np.uint8)
-    out[:len(bits)] = bits
-    return out.view("<u4").astype(np.uint32)
 
 
 def pack_reference(masked_fa: str, out_2bit: str, out_nmask: str, out_contigs: str | None = None) -> Genome:

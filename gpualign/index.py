@@ -15,13 +15,14 @@ import numpy as np
 from numba import njit
 
 from .atomic import atomic_path
-from .errors import InputError
+from .encode import base_at
 from .genome import Genome
 from .jitcache import use_versioned_cache
+from .options import MAX_K, IndexParams
 
 use_versioned_cache()  # before any @njit below
 
-MAX_K = 14  # 4**14 bins of uint32 is 1 GiB; more is not an index for short reads
+DEFAULTS = IndexParams()
 
 
 @dataclass
@@ -47,11 +48,10 @@ def kmers_in(g_packed, g_nmask, cstart, first, last, k, counts, fill, positions,
     km = 0
     valid = 0
     for i in range(first, last + k - 1):
-        g = cstart + i   # unpacked here, not through core.base_at: the index must not rest on kernel code
-        if (g_nmask[g >> 5] >> (g & 31)) & 1:
+        c = base_at(g_packed, g_nmask, cstart + i)
+        if c == 4:
             valid = 0
             continue
-        c = (g_packed[g >> 4] >> ((g & 15) * 2)) & 3
         km = ((km << 2) | c) & mask
         valid += 1
         if valid >= k:
@@ -63,11 +63,11 @@ def kmers_in(g_packed, g_nmask, cstart, first, last, k, counts, fill, positions,
                 fill[km] += 1
 
 
-def build_index(genome: Genome, k: int = 8, max_occ: int = 500, chunk: int = 1 << 24, progress=None) -> KmerIndex:
+def build_index(genome: Genome, k: int = DEFAULTS.k, max_occ: int = DEFAULTS.max_occ, chunk: int = 1 << 24,
+                progress=None) -> KmerIndex:
     """Counting sort of all k-mer positions: one pass counts, a second fills in genome order (so
     each bin is ascending). `chunk` k-mer starts are done between progress checks."""
-    if not 4 <= k <= MAX_K:
-        raise InputError(f"index k={k}: must be between 4 and {MAX_K}")
+    IndexParams(k, max_occ).check()
     counts = np.zeros(4 ** k + 1, dtype=np.int64)
     start, last = time.perf_counter(), 0.0
     offsets = fill = positions = None

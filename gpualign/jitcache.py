@@ -5,13 +5,14 @@ One cache serves the CLI and the workflow alike (they run the same numba functio
     $NUMBA_CACHE_DIR/numba-<key>/             when NUMBA_CACHE_DIR is set (a cluster's shared folder)
     ${XDG_CACHE_HOME:-~/.cache}/gpualign/numba-<key>/   otherwise (per user)
 
-<key> is a hash of the kernel sources only: the modules that define jitted functions and every
-gpualign module they import (provenance.module_closure), so editing cli.py, the README or the
-workflow keeps the cache, while editing a kernel, or anything a kernel module imports, starts a
-fresh folder. The versioned folder exists because numba checks a cached function against its own
-source file only: a kernel in cuda.py or cpu.py that calls an edited function of core.py would
-load stale machine code. Every module that defines jitted functions calls `use_versioned_cache()`
-before its decorators, since numba picks a function's cache folder when it is decorated.
+<key> is a hash of the kernel sources only: provenance.source_hash (the workflow's rerun triggers
+use the same) of the modules that define jitted functions, in subpackages too, and of every
+gpualign module they import, so editing cli.py, the README or the workflow keeps the cache, while
+editing a kernel, or anything a kernel module imports, starts a fresh folder. The versioned
+folder exists because numba checks a cached function against its own source file only: a kernel
+in backends/cuda.py that calls an edited function of extend.py would load stale machine code.
+Every module that defines jitted functions calls `use_versioned_cache()` before its decorators,
+since numba picks a function's cache folder when it is decorated.
 
 numba compiles on first call, for the argument types of that call: the first run of a fresh cache
 spends a minute or two compiling. `gpualign compile` (compile.py) does that ahead of time and
@@ -31,7 +32,7 @@ import sys
 import threading
 import time
 
-from .provenance import source_hash
+from .provenance import module_path, package_modules, source_hash
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 # what makes a module a kernel module: a numba decorator, or the call that must precede one
@@ -47,14 +48,15 @@ _lock = threading.Lock()
 
 
 def kernel_modules(package_dir: str | None = None) -> list:
-    """Names of the package's modules that define jitted functions."""
+    """Names of the package's modules that define jitted functions, subpackages included
+    ('mapper', 'backends.cpu': provenance's module names)."""
     package_dir = package_dir or PACKAGE_DIR
     names = []
-    for fname in sorted(os.listdir(package_dir)):
-        if fname.endswith(".py") and fname != "jitcache.py":
-            with open(os.path.join(package_dir, fname), encoding="utf-8") as fh:
+    for name in package_modules(package_dir):
+        if name != "jitcache":
+            with open(module_path(name, package_dir), encoding="utf-8") as fh:
                 if _JITTED.search(fh.read()):
-                    names.append(fname[:-3])
+                    names.append(name)
     return names
 
 
@@ -117,7 +119,7 @@ def machine_key(backend: str) -> dict:
         key["cpu"] = list(cpu_target.target_context.codegen().magic_tuple())
     key["stamps"] = {}
     for name in kernel_modules():
-        st = os.stat(os.path.join(PACKAGE_DIR, name + ".py"))
+        st = os.stat(module_path(name, PACKAGE_DIR))
         key["stamps"][name] = [st.st_mtime_ns, st.st_size]
     return key
 

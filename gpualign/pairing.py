@@ -17,20 +17,10 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .core import DIAG_BIAS, NEG, STRAND_BIT, contig_of
-from .placement import mapq_of
+from .choose import mapq_of
+from .encode import DIAG_BIAS, STRAND_BIT, contig_of
+from .extend import NEG, RESCUE_COL, RESCUE_ROW, RESCUE_SCORE
 
-# Insert sizes are estimated per block of this many fragments, as bwa does per batch; a fixed
-# block (not the batch) is what keeps the batch size from changing results. A short last block
-# (under half of this) joins the one before it.
-INSERT_BLOCK = 1 << 16
-MIN_FRAGMENTS = 16      # confidently placed FR fragments an estimate needs; fewer: no proper pairs
-CONFIDENT_MAPQ = 20     # both mates at least this (single-end) to count towards the estimate
-MAX_FRAGMENT = 100_000  # longer "fragments" are not pairs (a chimera, a structural variant)
-SPREAD = 4.0            # proper pairs lie within mean +/- SPREAD standard deviations ...
-PROPER_IQR = 3.0        # ... or within this many IQRs of the quartiles, whichever is wider (as bwa)
-OUTLIER_IQR = 2.0       # estimate from inserts within this many IQRs of the quartiles (after bwa)
-RESCUE_PER_READ = 4     # placements of a mate whose partner is searched for around them
 # columns of insert_estimates' rows
 VALID, MEAN, SD, LOW, HIGH, COUNT = range(6)
 
@@ -42,46 +32,13 @@ def mate_min_score(min_score):
     return (2 * min_score) // 3
 
 
-def block_starts(fragments: int, block: int) -> np.ndarray:
-    """Start of each estimate block of a batch, plus the end; a short last block joins the one
-    before it (so a run's short tail still gets an estimate from enough fragments)."""
-    starts = list(range(0, fragments, block)) or [0]
-    if len(starts) > 1 and fragments - starts[-1] < block // 2:
-        starts.pop()
-    return np.array(starts + [fragments], dtype=np.int64)
-
-
-def fragments_per_batch(batch_size: int) -> int:
-    """Fragments in a paired batch: batch_size reads rounded down to whole insert-size blocks (one
-    at least), so every block's estimate sees the same fragments whatever the batch size."""
-    return max(INSERT_BLOCK, (batch_size // 2) // INSERT_BLOCK * INSERT_BLOCK)
-
-
-def paired_batches(batches, block: int | None = None):
-    """Batches of fragments (interleaved Reads) holding whole estimate blocks: the reader's batches
-    already are whole blocks, and a final batch shorter than half a block is joined to the one
-    before it, as block_starts joins a short last block."""
-    from .reads import concatenate
-    block = block or INSERT_BLOCK
-    held = None
-    for batch in batches:
-        if held is not None and len(batch) // 2 < block // 2:
-            batch = concatenate([held, batch], batch.k)
-            held = None
-        if held is not None:
-            yield held
-        held = batch
-    if held is not None:
-        yield held
-
-
 @njit(cache=True, nogil=True)
 def diagonal(key):
     return key - (STRAND_BIT if key >= STRAND_BIT else 0) - DIAG_BIAS
 
 
 @njit(cache=True, nogil=True)
-def fr_insert(kx, nx, ky, ny, c_off):
+def fr_insert(kx, nx, ky, ny, c_off, max_fragment):
     """Insert size of two placements (keys, read lengths) if they form an FR fragment on one
     contig (one forward, one reverse, the reverse one ending after the forward one starts), else -1."""
     if (kx >= STRAND_BIT) == (ky >= STRAND_BIT):
@@ -90,7 +47,7 @@ def fr_insert(kx, nx, ky, ny, c_off):
         kx, nx, ky, ny = ky, ny, kx, nx
     start = diagonal(kx)
     end = diagonal(ky) + ny
-    if end <= start or end - start > MAX_FRAGMENT:
+    if end <= start or end - start > max_fragment:
         return -1
     if contig_of(c_off, max(start, 0)) != contig_of(c_off, max(end - 1, 0)):
         return -1
@@ -98,13 +55,13 @@ def fr_insert(kx, nx, ky, ny, c_off):
 
 
 @njit(cache=True, nogil=True)
-def insert_estimates(key, mapq, incomplete, lengths, c_off, starts, min_fragments):
-    """Per block of fragments: valid, mean, sd, low, high (the proper-pair insert range: SPREAD sds
-    around the mean or PROPER_IQR IQRs outside the quartiles, whichever is wider), count; valid
-    where at least min_fragments (MIN_FRAGMENTS, an argument so tests can lower it) count.
+def insert_estimates(key, mapq, incomplete, lengths, c_off, starts, tn):
+    """Per block of fragments: valid, mean, sd, low, high (the proper-pair insert range: tn.spread sds
+    around the mean or tn.proper_iqr IQRs outside the quartiles, whichever is wider), count; valid
+    where at least tn.min_fragments count (tn: options.Tuning).
 
     From fragments whose mates both placed confidently on their own: the quartiles, then mean and
-    sd of the inserts within OUTLIER_IQR interquartile ranges of them (after bwa's estimate)."""
+    sd of the inserts within tn.outlier_iqr interquartile ranges of them (after bwa's estimate)."""
     nb = starts.shape[0] - 1
     stats = np.zeros((nb, 6), dtype=np.float64)
     for b in range(nb):
@@ -115,20 +72,20 @@ def insert_estimates(key, mapq, incomplete, lengths, c_off, starts, min_fragment
             r2 = r1 + 1
             if key[r1] < 0 or key[r2] < 0 or incomplete[r1] or incomplete[r2]:
                 continue
-            if mapq[r1] < CONFIDENT_MAPQ or mapq[r2] < CONFIDENT_MAPQ:
+            if mapq[r1] < tn.confident_mapq or mapq[r2] < tn.confident_mapq:
                 continue
-            d = fr_insert(key[r1], lengths[r1], key[r2], lengths[r2], c_off)
+            d = fr_insert(key[r1], lengths[r1], key[r2], lengths[r2], c_off, tn.max_fragment)
             if d > 0:
                 ins[m] = d
                 m += 1
         stats[b, COUNT] = m
-        if m < min_fragments:
+        if m < tn.min_fragments:
             continue
         v = np.sort(ins[:m])
         q1 = v[(m - 1) // 4]
         q3 = v[(3 * (m - 1)) // 4]
-        lo = q1 - OUTLIER_IQR * (q3 - q1)
-        hi = q3 + OUTLIER_IQR * (q3 - q1)
+        lo = q1 - tn.outlier_iqr * (q3 - q1)
+        hi = q3 + tn.outlier_iqr * (q3 - q1)
         s = 0.0
         s2 = 0.0
         c = 0
@@ -142,8 +99,8 @@ def insert_estimates(key, mapq, incomplete, lengths, c_off, starts, min_fragment
         stats[b, VALID] = 1
         stats[b, MEAN] = mean
         stats[b, SD] = sd
-        stats[b, LOW] = max(1.0, math.floor(min(mean - SPREAD * sd, q1 - PROPER_IQR * (q3 - q1))))
-        stats[b, HIGH] = math.ceil(max(mean + SPREAD * sd, q3 + PROPER_IQR * (q3 - q1)))
+        stats[b, LOW] = max(1.0, math.floor(min(mean - tn.spread * sd, q1 - tn.proper_iqr * (q3 - q1))))
+        stats[b, HIGH] = math.ceil(max(mean + tn.spread * sd, q3 + tn.proper_iqr * (q3 - q1)))
     return stats
 
 
@@ -159,21 +116,13 @@ def insert_penalty(d, mean, sd, match):
 
 
 @njit(cache=True, nogil=True)
-def block_of_fragments(starts, fragments):
-    out = np.empty(fragments, dtype=np.int64)
-    for b in range(starts.shape[0] - 1):
-        out[starts[b]:starts[b + 1]] = b
-    return out
-
-
-@njit(cache=True, nogil=True)
 def rescue_tasks(pair_start, pair_key, eff, keep, lengths, block, stats, c_off, c_end, t, min_score,
-                 unpaired_penalty):
+                 unpaired_penalty, tn):
     """Windows to search a mate in: for each placement of one mate within unpaired_penalty of its best
-    (at most RESCUE_PER_READ), where the insert range puts the other mate, unless the other mate
+    (at most tn.rescue_per_read), where the insert range puts the other mate, unless the other mate
     already has a placement there. Returns (read, strand, window start, window length) arrays."""
     nfrag = lengths.shape[0] // 2
-    cap = 2 * nfrag * RESCUE_PER_READ
+    cap = 2 * nfrag * tn.rescue_per_read
     t_read = np.empty(cap, dtype=np.int64)
     t_strand = np.empty(cap, dtype=np.int64)
     t_start = np.empty(cap, dtype=np.int64)
@@ -198,14 +147,14 @@ def rescue_tasks(pair_start, pair_key, eff, keep, lengths, block, stats, c_off, 
                 continue
             done = 0
             for x in range(pair_start[ra], pair_start[ra + 1]):
-                if done == RESCUE_PER_READ:
+                if done == tn.rescue_per_read:
                     break
                 if not keep[x] or eff[x] < best - unpaired_penalty or eff[x] < min_score:
                     continue
                 found = False
                 for y in range(pair_start[rb], pair_start[rb + 1]):
                     if keep[y] and eff[y] >= mate_min_score(min_score):
-                        d = fr_insert(pair_key[x], na, pair_key[y], nb, c_off)
+                        d = fr_insert(pair_key[x], na, pair_key[y], nb, c_off, tn.max_fragment)
                         if lo <= d <= hi:
                             found = True
                             break
@@ -241,14 +190,14 @@ def rescued_keys(t_strand, t_start, found, min_score):
     banded extension's +/- t absorbs indels before it); -1 where the best scored under mate_min_score."""
     out = np.full(t_strand.shape[0], -1, dtype=np.int64)
     for x in range(t_strand.shape[0]):
-        if found[x, 0] >= mate_min_score(min_score):
-            out[x] = t_strand[x] * STRAND_BIT + t_start[x] + found[x, 2] - found[x, 1] + DIAG_BIAS
+        if found[x, RESCUE_SCORE] >= mate_min_score(min_score):
+            out[x] = t_strand[x] * STRAND_BIT + t_start[x] + found[x, RESCUE_COL] - found[x, RESCUE_ROW] + DIAG_BIAS
     return out
 
 
 @njit(cache=True, parallel=True, nogil=True)
 def choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, name_hash, incomplete, block,
-                     stats, c_off, match, mismatch, min_score, unpaired_penalty,
+                     stats, c_off, match, mismatch, min_score, unpaired_penalty, max_fragment,
                      out_key, out_local, out_as, out_xs, out_mapq, out_proper):
     """Both mates' placements at once. The best FR combination within the block's insert range scores
     both mates' scores less an insert-size penalty; it wins over placing the mates apart when it beats
@@ -270,7 +219,7 @@ def choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, n
         for x in range(pair_start[r1], pair_start[r1 + 1]):
             for y in range(pair_start[r2], pair_start[r2 + 1]):
                 s = combination_score(x, y, pair_key, eff, raw, keep, lengths[r1], lengths[r2], st, c_off, match,
-                                      min_score)
+                                      min_score, max_fragment)
                 if s == NEG:
                     continue
                 if s > best:
@@ -298,7 +247,7 @@ def choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, n
             for x in range(pair_start[r1], pair_start[r1 + 1]):
                 for y in range(pair_start[r2], pair_start[r2 + 1]):
                     if combination_score(x, y, pair_key, eff, raw, keep, lengths[r1], lengths[r2], st, c_off, match,
-                                         min_score) != best:
+                                         min_score, max_fragment) != best:
                         continue
                     after = cx < 0 or pair_key[x] > pair_key[cx] or (pair_key[x] == pair_key[cx] and pair_key[y] > pair_key[cy])
                     first = bx < 0 or pair_key[x] < pair_key[bx] or (pair_key[x] == pair_key[bx] and pair_key[y] < pair_key[by])
@@ -319,7 +268,7 @@ def choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, n
 
 
 @njit(cache=True, nogil=True)
-def combination_score(x, y, pair_key, eff, raw, keep, n1, n2, st, c_off, match, min_score):
+def combination_score(x, y, pair_key, eff, raw, keep, n1, n2, st, c_off, match, min_score, max_fragment):
     """Score of R1 at candidate x with R2 at candidate y as a proper pair: both scores less the
     insert-size penalty; NEG unless both are kept loci, one scores min_score, the other's alignment
     mate_min_score (before clipping penalties: a clipped mate beside its partner is still placed),
@@ -328,7 +277,7 @@ def combination_score(x, y, pair_key, eff, raw, keep, n1, n2, st, c_off, match, 
         return NEG
     if min(raw[x], raw[y]) < mate_min_score(min_score):
         return NEG
-    d = fr_insert(pair_key[x], n1, pair_key[y], n2, c_off)
+    d = fr_insert(pair_key[x], n1, pair_key[y], n2, c_off, max_fragment)
     if d < st[LOW] or d > st[HIGH]:
         return NEG
     return eff[x] + eff[y] - insert_penalty(d, st[MEAN], st[SD], match)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .genome import CODE
+from .encode import BASES, CODE, fnv1a_all, header_bins, pack_reads, reverse_complements
 from .jitcache import use_versioned_cache
 
 use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
@@ -67,69 +67,6 @@ class Reads:
     @property
     def lengths(self) -> np.ndarray:
         return np.diff(self.read_off)
-
-
-@njit(cache=True, nogil=True)
-def fnv1a_all(blob, offsets):
-    """FNV-1a (32-bit) of each name in a concatenated blob."""
-    out = np.empty(offsets.shape[0] - 1, dtype=np.uint32)
-    for i in range(offsets.shape[0] - 1):
-        h = 0x811C9DC5
-        for j in range(offsets[i], offsets[i + 1]):
-            h = ((h ^ blob[j]) * 0x01000193) & 0xFFFFFFFF
-        out[i] = h
-    return out
-
-
-@njit(cache=True, nogil=True)
-def header_bins(codes, read_off, k):
-    """Code of each read's first k bases, -1 where the read is shorter than k or has an N."""
-    n = read_off.shape[0] - 1
-    out = np.full(n, -1, dtype=np.int64)
-    for r in range(n):
-        s = read_off[r]
-        e = read_off[r + 1]
-        if e - s < k:
-            continue
-        clean = True
-        for i in range(s, e):
-            if codes[i] == 4:
-                clean = False
-                break
-        if clean:
-            km = 0
-            for i in range(s, s + k):
-                km = km * 4 + codes[i]
-            out[r] = km
-    return out
-
-
-@njit(cache=True, nogil=True)
-def reverse_complements(codes: np.ndarray, read_off: np.ndarray) -> np.ndarray:
-    """Each read reversed and complemented in place of itself (same offsets); N stays N."""
-    rc = np.empty_like(codes)
-    for r in range(read_off.shape[0] - 1):
-        s = read_off[r]
-        e = read_off[r + 1]
-        for i in range(e - s):
-            c = codes[e - 1 - i]
-            rc[s + i] = 4 if c == 4 else 3 - c
-    return rc
-
-
-@njit(cache=True, nogil=True)
-def pack_reads(codes: np.ndarray, read_off: np.ndarray):
-    """2-bit pack each read from its own first base (N packed as A); returns words and word offsets."""
-    n = read_off.shape[0] - 1
-    word_off = np.zeros(n + 1, dtype=np.int64)
-    for r in range(n):
-        word_off[r + 1] = word_off[r] + (read_off[r + 1] - read_off[r] + 15) // 16
-    words = np.zeros(word_off[n], dtype=np.uint32)
-    for r in range(n):
-        s = read_off[r]
-        for i in range(read_off[r + 1] - s):
-            words[word_off[r] + i // 16] |= np.uint32((codes[s + i] & 3) << (2 * (i % 16)))
-    return words, word_off
 
 
 def finish_reads(names, name_off, codes, quals, read_off, k: int, comments=None, comment_off=None) -> Reads:
@@ -224,9 +161,6 @@ def interleave(a: Reads, b: Reads) -> Reads:
                  comments=comments, comment_off=comment_off)
 
 
-BASE_LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
-
-
 @njit(cache=True, nogil=True)
 def fastq_bytes(names, name_off, codes, quals, read_off, letters):
     """FASTQ text of reads (Phred+33 qualities; a read without qualities gets 'I's)."""
@@ -261,4 +195,4 @@ def fastq_bytes(names, name_off, codes, quals, read_off, letters):
 
 def to_fastq(reads: Reads) -> bytes:
     """The reads as FASTQ records, as the parser read them (first word of the name, ACGTN)."""
-    return fastq_bytes(reads.names, reads.name_off, reads.codes, reads.quals, reads.read_off, BASE_LETTERS).tobytes()
+    return fastq_bytes(reads.names, reads.name_off, reads.codes, reads.quals, reads.read_off, BASES).tobytes()

@@ -1,14 +1,16 @@
-"""SAM/BAM records: header, CIGAR with soft clips, NM and MD, flags and tags (stage align's output)."""
+"""What every output builds on, from the SAM specification: the FLAG bits (section 1.4), the read
+group given with -R, and the header. A leaf: bam/ imports it, it imports nothing of bam/."""
 
-import numpy as np
 import pysam
 
 from . import __version__
-from .core import OP_D, OP_I, OP_M, OP_S
 from .errors import InputError
-from .genome import BASES
 
-FLAG_REVERSE, FLAG_UNMAPPED = 0x10, 0x4
+# FLAG bits (SAM specification, section 1.4); the one definition, for the BAM encoder, SAM text,
+# the index and the statistics alike
+FLAG_PAIRED, FLAG_PROPER, FLAG_UNMAPPED, FLAG_MATE_UNMAPPED = 0x1, 0x2, 0x4, 0x8
+FLAG_REVERSE, FLAG_MATE_REVERSE, FLAG_READ1, FLAG_READ2 = 0x10, 0x20, 0x40, 0x80
+FLAG_SECONDARY, FLAG_QC_FAIL, FLAG_DUPLICATE, FLAG_SUPPLEMENTARY = 0x100, 0x200, 0x400, 0x800
 
 
 def parse_read_group(line: str) -> dict:
@@ -36,6 +38,7 @@ def parse_read_group(line: str) -> dict:
 
 def make_header(genome, read_group: dict | None, command_line: str,
                 sort_order: str = "unsorted") -> pysam.AlignmentHeader:
+    """The header of a run's output: @HD, one @SQ per contig, @PG with the command line, the @RG."""
     header = {
         "HD": {"VN": "1.6", "SO": sort_order},
         "SQ": [{"SN": name, "LN": int(length)} for name, length in zip(genome.names, genome.lengths)],
@@ -46,106 +49,6 @@ def make_header(genome, read_group: dict | None, command_line: str,
     return pysam.AlignmentHeader.from_dict(header)
 
 
-def full_cigar(ops, lens, nops, qs, qe, n):
-    """CIGAR tuples with soft clips for read bases outside [qs, qe)."""
-    cigar = [(int(o), int(ln)) for o, ln in zip(ops[:nops], lens[:nops])]
-    if qs > 0:
-        cigar.insert(0, (OP_S, int(qs)))
-    if qe < n:
-        cigar.append((OP_S, int(n - qe)))
-    return cigar
-
-
-def md_nm(query: np.ndarray, ref: np.ndarray, cigar) -> tuple:
-    """MD string and edit distance of an alignment; query and ref are base codes (4 = N).
-
-    N in the read or the reference counts as a mismatch, as it scores as one.
-    """
-    md, nm, run, qi, ri = [], 0, 0, 0, 0
-    for op, ln in cigar:
-        if op == OP_M:
-            q, r = query[qi:qi + ln], ref[ri:ri + ln]
-            diff = np.flatnonzero((q != r) | (q == 4) | (r == 4))
-            prev = 0
-            for d in diff:
-                md.append(str(run + int(d) - prev))
-                md.append(chr(BASES[r[d]]))
-                run, prev = 0, int(d) + 1
-            run += ln - prev
-            nm += len(diff)
-            qi += ln
-            ri += ln
-        elif op == OP_I:
-            nm += ln
-            qi += ln
-        elif op == OP_D:
-            md.append(str(run))
-            md.append("^" + BASES[ref[ri:ri + ln]].tobytes().decode())
-            run = 0
-            nm += ln
-            ri += ln
-        elif op == OP_S:
-            qi += ln
-    md.append(str(run))
-    return "".join(md), nm
-
-
-def ref_span(cigar) -> int:
-    return sum(ln for op, ln in cigar if op in (OP_M, OP_D))
-
-
-def sequence(codes: np.ndarray) -> str:
-    return BASES[codes].tobytes().decode()
-
-
-def unmapped_record(header, name, codes, quals, rg_id):
-    a = pysam.AlignedSegment(header)
-    a.query_name = name
-    a.flag = FLAG_UNMAPPED
-    a.reference_id = -1
-    a.reference_start = -1
-    a.mapping_quality = 0
-    a.query_sequence = sequence(codes)
-    a.query_qualities = quals if len(quals) else None
-    if rg_id:
-        a.set_tag("RG", rg_id)
-    return a
-
-
-def mapped_record(header, name, codes, quals, reverse, rid, pos, mapq, cigar, md, nm, score, sub, rg_id):
-    """A primary alignment; codes and quals are already in reference orientation."""
-    a = pysam.AlignedSegment(header)
-    a.query_name = name
-    a.flag = FLAG_REVERSE if reverse else 0
-    a.reference_id = rid
-    a.reference_start = pos
-    a.mapping_quality = mapq
-    a.cigartuples = cigar
-    a.query_sequence = sequence(codes)
-    a.query_qualities = quals
-    tags = [("NM", nm), ("MD", md), ("AS", score)]
-    if sub is not None:
-        tags.append(("XS", sub))
-    if rg_id:
-        tags.append(("RG", rg_id))
-    a.set_tags(tags)
-    return a
-
-
-def set_mate_fields(a, fields, mate):
-    """Pair fields of a record from bamio.record_fields' row; mate: the mate's record if it mapped."""
-    from .bamio import F_FLAG, F_MPOS, F_MRID, F_POS, F_RID, F_TLEN
-    a.flag = int(fields[F_FLAG])
-    if a.is_unmapped and fields[F_RID] >= 0:   # placed at its mapped mate
-        a.reference_id = int(fields[F_RID])
-        a.reference_start = int(fields[F_POS])
-    a.next_reference_id = int(fields[F_MRID])
-    a.next_reference_start = int(fields[F_MPOS])
-    a.template_length = int(fields[F_TLEN])
-    # MC and MQ before RG, as the BAM encoder writes them; none beside an unmapped mate (Picard
-    # rejects MC:Z:*, which samtools fixmate writes there)
-    if mate is None:
-        return
-    mate_tags = [("MC", mate.cigarstring, "Z"), ("MQ", mate.mapping_quality, "i")]
-    tags = [t for t in a.get_tags(with_value_type=True) if t[0] != "RG"]
-    a.set_tags(tags + mate_tags + [t for t in a.get_tags(with_value_type=True) if t[0] == "RG"])
+__all__ = ["FLAG_PAIRED", "FLAG_PROPER", "FLAG_UNMAPPED", "FLAG_MATE_UNMAPPED", "FLAG_REVERSE", "FLAG_MATE_REVERSE",
+           "FLAG_READ1", "FLAG_READ2", "FLAG_SECONDARY", "FLAG_QC_FAIL", "FLAG_DUPLICATE", "FLAG_SUPPLEMENTARY",
+           "parse_read_group", "make_header"]

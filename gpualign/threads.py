@@ -1,4 +1,4 @@
-"""Two small pipeline pieces shared by reading (fastq) and writing (bamout): results of a pool in
+"""Two small pipeline pieces shared by reading (fastq) and writing (bam.sort): results of a pool in
 order with bounded look-ahead, and a generator run ahead on a thread of its own."""
 
 import collections

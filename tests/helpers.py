@@ -86,3 +86,108 @@ def write_fastq(path, names, reads, quals):
     with open(path, "wb") as fh:
         for n, r, q in zip(names, reads, quals):
             fh.write(b"@" + n + b"\n" + r + b"\n+\n" + q + b"\n")
+
+
+# ---- BAM records made by pysam, for the writer and index tests --------------------------------
+
+def reg2bin(beg, end):
+    """The BAM bin of [beg, end), as the SAM specification (section 5.3) writes it."""
+    end -= 1
+    for shift, first in ((14, 4681), (17, 585), (20, 73), (23, 9), (26, 1)):
+        if beg >> shift == end >> shift:
+            return first + (beg >> shift)
+    return 0
+
+
+def random_alignments(rng, header, n, with_reads=None):
+    """n pysam AlignedSegments named a{i}, in random order: forward and reverse, secondary ones,
+    ties (several records at one position and strand), clips and insertions, skips and deletions
+    spanning 16 kbp windows and larger bins, unmapped reads placed at a mate's position and
+    unplaced ones. with_reads: the contig ids that get records (default: all)."""
+    import pysam
+    contigs = list(range(len(header.references))) if with_reads is None else list(with_reads)
+    lengths = header.lengths
+    hot = []                                               # positions shared by several records
+    for _ in range(4):
+        c = int(rng.choice(contigs))
+        hot.append((c, int(rng.integers(0, lengths[c] - 300))))
+    out = []
+    for i in range(n):
+        seg = pysam.AlignedSegment(header)
+        seg.query_name = f"a{i}"
+        length = int(rng.integers(20, 151))
+        seg.query_sequence = "".join(rng.choice(list("ACGTN"), size=length, p=[0.245] * 4 + [0.02]))
+        seg.query_qualities = pysam.qualitystring_to_array("".join(chr(33 + int(q)) for q in rng.integers(2, 41, size=length)))
+        kind = rng.random()
+        tid = int(rng.choice(contigs))
+        if kind < 0.08:                                    # unmapped, no coordinate: last when sorted
+            seg.flag = 0x4
+            seg.reference_id, seg.reference_start = -1, -1
+            seg.bin = reg2bin(-1, 0)
+        elif kind < 0.16:                                  # unmapped, placed where its mate maps
+            seg.flag = 0x1 | 0x4 | (0x40 if rng.random() < 0.5 else 0x80)
+            seg.reference_id = seg.next_reference_id = tid
+            seg.reference_start = seg.next_reference_start = int(rng.integers(0, lengths[tid]))
+            seg.bin = reg2bin(seg.reference_start, seg.reference_start + 1)
+        else:
+            cigar = [(0, length)]
+            shape = rng.random()
+            if shape < 0.25:                               # a skip or deletion: spans windows and bins
+                gap = int(rng.choice([100, 20_000, 150_000, 1_200_000]))
+                a = int(rng.integers(1, length))
+                cigar = [(0, a), (3 if rng.random() < 0.5 else 2, gap), (0, length - a)]
+            elif shape < 0.45:                             # a soft clip and an insertion
+                a = int(rng.integers(1, length // 3))
+                cigar = [(4, a), (0, length - a - 3), (1, 1), (0, 2)]
+            span = sum(ln for op, ln in cigar if op in (0, 2, 3, 7, 8))
+            if span > lengths[tid]:
+                cigar, span = [(0, length)], length
+            where = rng.random()
+            c, p = hot[int(rng.integers(len(hot)))]
+            if where < 0.2 and c == tid and p + span <= lengths[tid]:
+                pos = p
+            elif where < 0.5 and lengths[tid] > 2 << 14:  # across a 16 kbp window edge, or ending or starting at one
+                edge = int(rng.integers(1, lengths[tid] >> 14)) << 14
+                pos = edge - int(rng.choice([int(rng.integers(1, span + 1)), span, 0]))
+                pos = min(max(0, pos), lengths[tid] - span)
+            else:
+                pos = int(rng.integers(0, lengths[tid] - span + 1))
+            seg.flag = (0x10 if rng.random() < 0.5 else 0) | (0x100 if rng.random() < 0.05 else 0)
+            seg.reference_id, seg.reference_start, seg.cigartuples = tid, pos, cigar
+            seg.mapping_quality = int(rng.integers(0, 61))
+            seg.bin = reg2bin(pos, pos + span)
+            seg.set_tag("NM", int(rng.integers(0, 5)))
+        out.append(seg)
+    return out
+
+
+def bam_record_bytes(header, segments, tmp_dir):
+    """The BAM records of segments as pysam (htslib) encodes them: (uint8 bytes, offsets[n+1])."""
+    import gzip
+    import os
+    import pysam
+    path = os.path.join(tmp_dir, "records.tmp.bam")
+    with pysam.AlignmentFile(path, "wbu", header=header) as out:
+        for seg in segments:
+            out.write(seg)
+    with open(path, "rb") as fh:
+        data = gzip.decompress(fh.read())
+    os.remove(path)
+    o = 8 + int.from_bytes(data[4:8], "little")              # magic, l_text, text
+    n_ref = int.from_bytes(data[o:o + 4], "little")
+    o += 4
+    for _ in range(n_ref):
+        o += 4 + int.from_bytes(data[o:o + 4], "little") + 4
+    buf = np.frombuffer(data[o:], dtype=np.uint8)
+    offsets = [0]
+    while offsets[-1] < len(buf):
+        offsets.append(offsets[-1] + 4 + int.from_bytes(buf[offsets[-1]:offsets[-1] + 4].tobytes(), "little"))
+    assert len(offsets) == len(segments) + 1 and offsets[-1] == len(buf)
+    return buf, np.array(offsets, dtype=np.int64)
+
+
+def coordinate_keys(segments):
+    """samtools sort's order as int64 keys: contig, position, forward before reverse; records
+    without a contig last (ties keep input order in a stable sort)."""
+    return np.array([(s.reference_id << 33) | (s.reference_start << 1) | int(s.is_reverse)
+                     if s.reference_id >= 0 else np.iinfo(np.int64).max for s in segments], dtype=np.int64)

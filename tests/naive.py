@@ -170,3 +170,143 @@ def bam_tags_of_comment(comment: str):
         else:
             return None
     return out
+
+
+def naive_loci(cands, n, t, clip_penalty, unscored):
+    """What each candidate of one read (length n) competes with, from its extension results.
+
+    cands: one dict per candidate, in candidate order, with its strand (0/1), end-to-end `score`
+    and `end_col`, `local_score`, `local_start_row`, `local_end_row`, `local_end_col` and `window`
+    (genome position of window column 0). An end-to-end score at or below `unscored` was not
+    computed. Returns one dict per candidate: eff, raw, loc, end, span, keep.
+
+    End-to-end stands unless the local alignment beats it by more than clip_penalty per clipped
+    read end (a clipped start: local_start_row > 0; a clipped end: local_end_row < n); then the
+    candidate competes with the local score less those penalties. A candidate loses its locus
+    (keep False) to another on its strand whose reference end is within t of its own and whose
+    competing score is higher, or equal and earlier in the list.
+    """
+    out = []
+    for c in cands:
+        clipped_ends = int(c["local_start_row"] > 0) + int(c["local_end_row"] < n)
+        local_eff = c["local_score"] - clip_penalty * clipped_ends
+        if c["score"] > unscored and not local_eff > c["score"]:
+            out.append(dict(eff=c["score"], raw=c["score"], loc=0, end=c["window"] + c["end_col"], span=n))
+        else:
+            out.append(dict(eff=local_eff, raw=c["local_score"], loc=1, end=c["window"] + c["local_end_col"],
+                            span=c["local_end_row"] - c["local_start_row"]))
+    for i, me in enumerate(out):
+        rivals = [j for j, other in enumerate(out) if j != i and cands[j]["strand"] == cands[i]["strand"]
+                  and abs(other["end"] - me["end"]) <= t]
+        me["keep"] = not any(out[j]["eff"] > me["eff"] or (out[j]["eff"] == me["eff"] and j < i) for j in rivals)
+    return out
+
+
+def naive_mapq(best, second, nties, score, aligned, match, mismatch, min_score):
+    """MAPQ in exact arithmetic: 0 for ties; else the lead of best over the second locus (or over
+    two thirds of min_score, rounded down, when that is higher or there is no second: None) at 6
+    per match score, times identity squared, rounded (up from .501), at most 60. identity counts
+    each mismatch's cost in score (match + mismatch) against the aligned bases: 1 - (aligned * match -
+    score) / ((match + mismatch) * aligned), 1 when nothing is aligned, never below 0."""
+    from fractions import Fraction
+    if nties > 1:
+        return 0
+    floor = 2 * min_score // 3
+    sub = floor if second is None or second < floor else second
+    if best <= sub:
+        return 0
+    identity = Fraction(1)
+    if aligned > 0:
+        identity = max(Fraction(0), 1 - Fraction(aligned * match - score, (match + mismatch) * aligned))
+    q = Fraction(6 * (best - sub), match) * identity * identity + Fraction(499, 1000)
+    return min(60, q.numerator // q.denominator)
+
+
+def naive_choice(loci, keys, name_hash, incomplete, match, mismatch, min_score):
+    """One read's placement from its loci (naive_loci) and candidate keys: (key, local, AS, XS,
+    MAPQ); (-1, 0, 0, -1, 0) when it is unmapped (no kept candidate scores min_score).
+
+    Among the kept candidates with the best competing score, ordered by key, the one at
+    name_hash % (how many) is chosen. XS: the best competing score of the other kept candidates
+    (-1 if none reaches min_score). MAPQ (naive_mapq) from best and that second score, 0 when
+    the read's candidate search was incomplete.
+    """
+    kept = [i for i, locus in enumerate(loci) if locus["keep"]]
+    best = max((loci[i]["eff"] for i in kept), default=None)
+    if best is None or best < min_score:
+        return -1, 0, 0, -1, 0
+    ties = sorted(kept, key=lambda i: keys[i])
+    ties = [i for i in ties if loci[i]["eff"] == best]
+    chosen = ties[int(name_hash) % len(ties)]
+    second = max((loci[i]["eff"] for i in kept if i != chosen), default=None)
+    xs = second if second is not None and second >= min_score else -1
+    mapq = 0 if incomplete else naive_mapq(best, second, len(ties), loci[chosen]["raw"], loci[chosen]["span"],
+                                           match, mismatch, min_score)
+    return keys[chosen], loci[chosen]["loc"], loci[chosen]["raw"], xs, mapq
+
+
+def naive_bins(genome_codes_per_contig, k):
+    """k-mer bins of a genome given as base codes 0-4 per contig (concatenated in that order): a
+    dict from each k-mer's code (its bases as a base-4 number, first base most significant) to the
+    ascending genome positions where it starts; k-mers holding an N or running past their contig's
+    end are left out."""
+    bins, start = {}, 0
+    for contig in genome_codes_per_contig:
+        contig = [int(c) for c in contig]
+        for p in range(len(contig) - k + 1):
+            kmer = contig[p:p + k]
+            if 4 in kmer:
+                continue
+            code = 0
+            for c in kmer:
+                code = code * 4 + c
+            bins.setdefault(code, []).append(start + p)
+        start += len(contig)
+    return bins
+
+
+def naive_index(genome_codes_per_contig, k):
+    """naive_bins laid out as the index is: (offsets, positions), the positions of code c at
+    positions[offsets[c]:offsets[c + 1]], with 4**k + 1 offsets."""
+    bins = naive_bins(genome_codes_per_contig, k)
+    offsets, positions = [0], []
+    for code in range(4 ** k):
+        positions += bins.get(code, [])
+        offsets.append(len(positions))
+    return offsets, positions
+
+
+def naive_multi_exact(count, stored_keys, name_hash, n, max_exact, match):
+    """A read matching exactly at count >= 2 places (the first max_exact of them stored): the stored
+    key at name_hash % (how many stored), end to end, AS = XS = n * match, MAPQ 0, as (key, local,
+    AS, XS, MAPQ); None for a read with fewer than two exact matches (its placement is left as is)."""
+    if count < 2:
+        return None
+    stored = stored_keys[:min(count, max_exact)]
+    return int(stored[int(name_hash) % len(stored)]), 0, n * match, n * match, 0
+
+
+def md_nm(query, ref, cigar):
+    """MD string and NM of an alignment, base by base; query and ref are base codes (4 = N), ref
+    from the alignment's first reference base, cigar (op, length) tuples with BAM op codes (soft
+    clips included). N in the read or the reference counts as a mismatch, as it scores as one."""
+    md, nm, run, qi, ri = [], 0, 0, 0, 0
+    for op, ln in cigar:
+        if op == 0:      # M
+            for y in range(ln):
+                q, r = query[qi + y], ref[ri + y]
+                if q != r or q == 4 or r == 4:
+                    md += [str(run), "ACGTN"[r]]
+                    run, nm = 0, nm + 1
+                else:
+                    run += 1
+            qi, ri = qi + ln, ri + ln
+        elif op == 1:    # I
+            qi, nm = qi + ln, nm + ln
+        elif op == 2:    # D
+            md += [str(run), "^" + "".join("ACGTN"[b] for b in ref[ri:ri + ln])]
+            run, nm, ri = 0, nm + ln, ri + ln
+        elif op == 4:    # S
+            qi += ln
+    md.append(str(run))
+    return "".join(md), nm

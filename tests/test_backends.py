@@ -32,8 +32,7 @@ def backend(request, monkeypatch):
 
 
 @pytest.fixture
-def world():
-    rng = np.random.default_rng(13)   # seeded: a draw without a repeat read left test_incomplete_... flaky
+def world(rng):
     genome, seqs = random_genome(rng, lengths=(1500, 700), repeat=120)
     index = build_index(genome, k=8, max_occ=50)
     return rng, genome, seqs, index
@@ -144,6 +143,7 @@ def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world, 
     assert len(a.mapped) >= len(batch) // 2   # not a vacuous comparison
 
 
+@pytest.mark.seed(13)   # an input whose repeat reads leave some searches incomplete (not every draw does)
 def test_incomplete_searches_are_redone_with_a_wider_budget(world):
     rng, genome, seqs, index = world
     _, (names, reads, quals) = simulate_reads(rng, seqs, 20, length=60, sub=0.02)

@@ -1,11 +1,11 @@
-"""gpualign.bam: statistics of a small BAM written here with pysam."""
+"""gpualign.bam.stats: statistics of a small BAM written here with pysam."""
 
 from pathlib import Path
 
 import pysam
 import pytest
 
-from gpualign.bam import SUMMARY_COLUMNS, summarize, write_stats
+from gpualign.bam.stats import SUMMARY_COLUMNS, summarize, write_stats
 
 CONTIGS = [("chrA", 1000), ("chrB", 500)]
 

@@ -7,7 +7,6 @@ from pathlib import Path
 import subprocess
 import sys
 
-import numpy as np
 import pysam
 import pytest
 
@@ -35,9 +34,8 @@ def write_fastq(path, n, rng, gz=True):
 
 
 @pytest.mark.parametrize("n, parts, batch", [(1000, 3, 7), (10, 4, 1 << 20), (3, 5, 2), (64, 1, 5)])
-def test_split_keeps_every_record_in_order(tmp_path, monkeypatch, n, parts, batch):
+def test_split_keeps_every_record_in_order(tmp_path, monkeypatch, n, parts, batch, rng):
     monkeypatch.setattr(chunks_module, "SPLIT_BATCH", batch)   # chunk edges inside and across batches
-    rng = np.random.default_rng()
     data = write_fastq(tmp_path / "in.fq.gz", n, rng, gz=bool(n % 2))
     outs = [str(tmp_path / f"part{c}.fq") for c in range(parts)]
     sizes = split_fastq(str(tmp_path / "in.fq.gz"), outs)
@@ -65,8 +63,7 @@ def test_split_reports_bad_records_with_the_original_line_and_leaves_no_chunks(t
     assert sorted(os.listdir(tmp_path)) == ["bad.fq"]
 
 
-def test_empty_chunk_maps_to_a_header_only_bam(tmp_path):
-    rng = np.random.default_rng()
+def test_empty_chunk_maps_to_a_header_only_bam(tmp_path, rng):
     genome, _ = random_genome(rng, lengths=(800,))
     index = build_index(genome, k=8, max_occ=50)
     empty = tmp_path / "part3.fq"
@@ -80,9 +77,8 @@ def test_empty_chunk_maps_to_a_header_only_bam(tmp_path):
         assert bam.header.to_dict()["HD"]["SO"] == "coordinate" and list(bam) == []
 
 
-def test_merge_of_sorted_chunks_equals_the_sorted_whole(tmp_path):
+def test_merge_of_sorted_chunks_equals_the_sorted_whole(tmp_path, rng):
     """Ties (same position and strand) across chunks keep the input order, as in one run."""
-    rng = np.random.default_rng()
     genome, seqs = random_genome(rng, lengths=(1500, 600), repeat=100)
     index = build_index(genome, k=8, max_occ=50)
     batch, (names, reads, quals) = simulate_reads(rng, seqs, 60, length=40, sub=0.0, indel=0.0)
@@ -165,7 +161,7 @@ def test_no_claim_under_slurm_or_with_one_gpu(tmp_path):
     assert env["CUDA_VISIBLE_DEVICES"] == "3"
 
 
-def test_paired_chunks_map_and_merge_to_the_unsplit_bam(tmp_path, monkeypatch):
+def test_paired_chunks_map_and_merge_to_the_unsplit_bam(tmp_path, monkeypatch, rng):
     """Paired reads split into interleaved chunks (cut between insert-size blocks), each mapped on its
     own and merged, give the unsplit run's records; the reader's blocks, made small here, may end
     inside a fragment without splitting it."""
@@ -176,7 +172,6 @@ def test_paired_chunks_map_and_merge_to_the_unsplit_bam(tmp_path, monkeypatch):
     monkeypatch.setattr(pairing, "INSERT_BLOCK", 16)
     monkeypatch.setattr(pairing, "MIN_FRAGMENTS", 4)
     monkeypatch.setattr(fastq, "READ_BLOCK", 3000)
-    rng = np.random.default_rng()
     genome, seqs = random_genome(rng, lengths=(4000, 2500), repeat=0)
     index = build_index(genome, k=8, max_occ=50)
     _, (names, reads, quals) = simulate_pairs(rng, seqs, 100, length=45, insert=(250, 25))

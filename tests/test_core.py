@@ -47,8 +47,7 @@ def random_case(rng):
 
 
 @pytest.mark.parametrize("local", [0, 1])
-def test_banded_dp_matches_full_matrix_reference(local):
-    rng = np.random.default_rng()
+def test_banded_dp_matches_full_matrix_reference(local, rng):
     for _ in range(300):
         q, ref, c0, t = random_case(rng)
         res, _ = run_dp(q, ref, c0, t, local)
@@ -61,8 +60,7 @@ def test_banded_dp_matches_full_matrix_reference(local):
 
 
 @pytest.mark.parametrize("local", [0, 1])
-def test_traceback_cigar_scores_what_the_dp_scored(local):
-    rng = np.random.default_rng()
+def test_traceback_cigar_scores_what_the_dp_scored(local, rng):
     checked = 0
     for _ in range(300):
         q, ref, c0, t = random_case(rng)
@@ -91,9 +89,8 @@ def test_traceback_cigar_scores_what_the_dp_scored(local):
 
 
 @pytest.mark.parametrize("mode", ["global", "local"])
-def test_full_band_scores_equal_biopython(mode):
+def test_full_band_scores_equal_biopython(mode, rng):
     """With a band wider than both sequences the DP is unbanded: Biopython's aligner must agree."""
-    rng = np.random.default_rng()
     aligner = Align.PairwiseAligner()
     aligner.match_score, aligner.mismatch_score = 1, -4
     aligner.open_gap_score, aligner.extend_gap_score = -7, -1
@@ -108,8 +105,7 @@ def test_full_band_scores_equal_biopython(mode):
         assert res[0] == aligner.score(ref, q), (q, ref)
 
 
-def test_genome_word_and_base_lookup_agree_with_codes():
-    rng = np.random.default_rng()
+def test_genome_word_and_base_lookup_agree_with_codes(rng):
     text = "".join(rng.choice(list("ACGTN"), size=1000, p=[0.24, 0.24, 0.24, 0.24, 0.04]))
     g = genome_from_text([text])
     codes = g.codes()
@@ -124,10 +120,9 @@ def test_genome_word_and_base_lookup_agree_with_codes():
 
 
 @pytest.mark.parametrize("runs", [None, 1, 3, 30])
-def test_merge_sort_runs_sorts_any_slice(runs):
+def test_merge_sort_runs_sorts_any_slice(runs, rng):
     """Random values, or concatenated ascending runs as seed hits come; the scratch half is
     used and the values outside both halves are left alone."""
-    rng = np.random.default_rng()
     for _ in range(50):
         n = int(rng.integers(0, 200))
         if runs is None:
@@ -150,9 +145,8 @@ def test_params_check_names_the_bad_option():
         MapParams(max_indels=99).check()
 
 
-def test_rescue_align_scores_equal_biopython_local():
+def test_rescue_align_scores_equal_biopython_local(rng):
     """The rescue kernel is plain Smith-Waterman over the whole window: Biopython's local score."""
-    rng = np.random.default_rng()
     aligner = Align.PairwiseAligner(mode="local", match_score=1, mismatch_score=-4,
                                     open_gap_score=-7, extend_gap_score=-1)
     for _ in range(100):

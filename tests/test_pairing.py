@@ -25,8 +25,7 @@ def small_blocks(monkeypatch):
 
 
 @pytest.fixture
-def world():
-    rng = np.random.default_rng()
+def world(rng):
     genome, seqs = random_genome(rng, lengths=(4000, 2500), repeat=0)
     return rng, genome, seqs, build_index(genome, k=8, max_occ=50)
 
@@ -41,7 +40,7 @@ def true_starts(name):
     return contig, int(s1) - 1, int(s2) - 1
 
 
-def test_block_starts_join_a_short_tail_and_batches_hold_whole_blocks(monkeypatch):
+def test_block_starts_join_a_short_tail_and_batches_hold_whole_blocks(monkeypatch, rng):
     assert pairing.block_starts(95, 40).tolist() == [0, 40, 95]       # tail of 15 joins
     assert pairing.block_starts(100, 30).tolist() == [0, 30, 60, 100]       # tail of 10 joins
     assert pairing.block_starts(105, 30).tolist() == [0, 30, 60, 90, 105]   # tail 15 = half: own block
@@ -50,7 +49,6 @@ def test_block_starts_join_a_short_tail_and_batches_hold_whole_blocks(monkeypatc
     monkeypatch.setattr(pairing, "INSERT_BLOCK", 10)
     assert pairing.fragments_per_batch(2) == 10 and pairing.fragments_per_batch(45) == 20
     # a paired batch stream is cut into whole blocks; a final batch under half a block joins the last
-    rng = np.random.default_rng(1)
     _, seqs = random_genome(rng, lengths=(3000,), repeat=0)
     reads, _ = simulate_pairs(rng, seqs, 64, length=30)
     sizes = [len(b) // 2 for b in as_batches(reads, 45, paired=True)]
@@ -58,8 +56,7 @@ def test_block_starts_join_a_short_tail_and_batches_hold_whole_blocks(monkeypatc
     assert [len(b) // 2 for b in as_batches(reads, 1000, paired=True)] == [64]
 
 
-def test_insert_estimate_recovers_mean_and_sd_despite_outliers():
-    rng = np.random.default_rng()
+def test_insert_estimate_recovers_mean_and_sd_despite_outliers(rng):
     n = 2000
     inserts = rng.normal(350, 30, size=n).astype(np.int64)
     inserts[:40] = rng.integers(2000, 50000, size=40)   # chimeras and the like
@@ -144,10 +141,9 @@ def test_mate_rescue_places_a_mate_that_has_no_seed(backend, world, small_blocks
     assert res.proper[0] == res.proper[1] == 1
 
 
-def test_the_mate_picks_the_right_copy_of_a_repeat(backend, small_blocks):  # noqa: F811
+def test_the_mate_picks_the_right_copy_of_a_repeat(backend, small_blocks, rng):  # noqa: F811
     """R1 lies in an exact repeat (two copies); R2 is unique: the pair picks the copy R2 is beside,
     with a MAPQ the single-end read (a coin toss at MAPQ 0) could not have."""
-    rng = np.random.default_rng()
     unit = "".join(rng.choice(list("ACGT"), size=400))
     text = "".join(rng.choice(list("ACGT"), size=6000))
     text = text[:1000] + unit + text[1400:4000] + unit + text[4400:]

@@ -51,8 +51,7 @@ def test_corrupt_gzip_is_reported(tmp_path):
         list(parse_fasta(str(path)))
 
 
-def test_pack_round_trips_and_index_matches_a_dictionary(tmp_path):
-    rng = np.random.default_rng()
+def test_pack_round_trips_and_index_matches_a_dictionary(tmp_path, rng):
     seqs = ["".join(rng.choice(list("ACGTN"), size=n, p=[.24, .24, .24, .24, .04])) for n in (333, 17, 5, 700)]
     src = write(tmp_path / "g.fa", "".join(f">c{i}\n{s}\n" for i, s in enumerate(seqs)))
     pack_reference(src, str(tmp_path / "g.2bit.npy"), str(tmp_path / "g.nmask.npy"), str(tmp_path / "g.tsv"))
@@ -80,8 +79,7 @@ def test_genome_codes_of_helper_genome():
     assert g.ends.tolist() == [5, 7]
 
 
-def test_index_warns_when_k_is_too_small_for_the_genome():
-    rng = np.random.default_rng()
+def test_index_warns_when_k_is_too_small_for_the_genome(rng):
     genome = genome_from_text(["".join(rng.choice(list("ACGT"), size=20000))])
     lines = []
     build_index(genome, k=4, max_occ=100, progress=lines.append)

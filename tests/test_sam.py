@@ -1,32 +1,25 @@
-import numpy as np
+"""sam.py: the FLAG bits are the SAM specification's (as htslib numbers them); the header."""
 
-from gpualign.core import OP_D, OP_I, OP_M, OP_S
-from gpualign.sam import full_cigar, md_nm
+from types import SimpleNamespace
 
+import pysam
 
-def codes(s):
-    return np.array(["ACGTN".index(c) for c in s], dtype=np.uint8)
-
-
-def test_md_and_nm_follow_the_sam_spec():
-    # 2M1D5M of read ACGTTAN on reference ACAGTCAG: deletion of A, T/C mismatch, N/G mismatch
-    md, nm = md_nm(codes("ACGTTAN"), codes("ACAGTCAG"), [(OP_M, 2), (OP_D, 1), (OP_M, 5)])
-    assert (md, nm) == ("2^A2C1G0", 3)
-    # a mismatch right after a deletion needs a 0 between them
-    md, nm = md_nm(codes("ACTT"), codes("ACGAT"), [(OP_M, 2), (OP_D, 1), (OP_M, 2)])
-    assert (md, nm) == ("2^G0A1", 2)
+from gpualign import sam
 
 
-def test_md_nm_with_insertion_and_clips():
-    query = codes("TTACGAAGT")
-    ref = codes("ACGGT")
-    cigar = [(OP_S, 2), (OP_M, 3), (OP_I, 2), (OP_M, 2)]
-    md, nm = md_nm(query, ref, cigar)
-    assert (md, nm) == ("5", 2)
+def test_flags_are_the_spec_bits():
+    assert [sam.FLAG_PAIRED, sam.FLAG_PROPER, sam.FLAG_UNMAPPED, sam.FLAG_MATE_UNMAPPED, sam.FLAG_REVERSE,
+            sam.FLAG_MATE_REVERSE, sam.FLAG_READ1, sam.FLAG_READ2, sam.FLAG_SECONDARY, sam.FLAG_QC_FAIL,
+            sam.FLAG_DUPLICATE, sam.FLAG_SUPPLEMENTARY] == \
+        [pysam.FPAIRED, pysam.FPROPER_PAIR, pysam.FUNMAP, pysam.FMUNMAP, pysam.FREVERSE, pysam.FMREVERSE,
+         pysam.FREAD1, pysam.FREAD2, pysam.FSECONDARY, pysam.FQCFAIL, pysam.FDUP, pysam.FSUPPLEMENTARY]
 
 
-def test_full_cigar_adds_soft_clips():
-    ops = np.array([OP_M, OP_I, OP_M], dtype=np.uint8)
-    lens = np.array([5, 1, 3], dtype=np.int32)
-    assert full_cigar(ops, lens, 3, 2, 11, 14) == [(OP_S, 2), (OP_M, 5), (OP_I, 1), (OP_M, 3), (OP_S, 3)]
-    assert full_cigar(ops, lens, 1, 0, 5, 5) == [(OP_M, 5)]
+def test_header_lists_contigs_program_and_read_group():
+    genome = SimpleNamespace(names=["chrA", "chrB"], lengths=[1000, 500])
+    header = sam.make_header(genome, {"ID": "u1", "SM": "s"}, "gpualign map x", sort_order="coordinate")
+    d = header.to_dict()
+    assert d["HD"] == {"VN": "1.6", "SO": "coordinate"}
+    assert d["SQ"] == [{"SN": "chrA", "LN": 1000}, {"SN": "chrB", "LN": 500}]
+    assert d["PG"][0]["CL"] == "gpualign map x" and d["RG"] == [{"ID": "u1", "SM": "s"}]
+    assert "RG" not in sam.make_header(genome, None, "x").to_dict()

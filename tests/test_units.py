@@ -180,18 +180,18 @@ def test_units_in_chunks_give_the_same_bams(copied, numba_cache):  # noqa: F811
     same records as the unsplit run; then the units are merged as before."""
     before = {s: bam_records(copied / "results" / "bam" / f"{s}.bam") for s in ("s1", "s2")}
     jobs, _ = planned(copied, numba_cache, "--config", "align={chunks: 2}")
-    assert jobs == {"split_reads": 3, "align_chunk": 6, "merge_chunks": 3, "merge_units": 2, "stats": 2, "all": 1}
+    assert jobs == {"split_reads": 3, "align": 6, "merge_chunks": 3, "merge_units": 2, "stats": 2, "all": 1}
     run_snakemake(copied, "--cores", "2", "--config", "align={chunks: 2}", numba_cache=numba_cache)
     for sample, records in before.items():
         assert bam_records(copied / "results" / "bam" / f"{sample}.bam") == records
     logs = copied / "logs"
     assert "split 300 reads into 2 chunks" in (logs / "split_reads" / "s1.L002.log").read_text()
-    assert (logs / "align" / "s1.L002.part1.log").exists() and (logs / "merge_chunks" / "s2.1.log").exists()
+    assert (logs / "align" / "s1.L002.2-of-2.log").exists() and (logs / "merge_chunks" / "s2.1.log").exists()
     assert not any((copied / "results" / "chunks").rglob("*.fq")), "chunk files are temporary"
     # a chunk of a paired unit holds interleaved mates: its command line reads them with -p
     with pysam.AlignmentFile(str(copied / "results" / "units" / "s1" / "L002.bam")) as fh:
         argv = shlex.split(next(pg["CL"] for pg in fh.header.to_dict()["PG"] if pg["ID"] == "gpualign"))
-    assert "-p" in argv and argv[-3:] == ["results/chunks/s1/L002/part0.fq", "-o", "results/chunks/s1/L002/part0.bam"]
+    assert "-p" in argv and argv[-3:] == ["results/chunks/s1/L002/1-of-2.fq", "-o", "results/chunks/s1/L002/1-of-2.bam"]
 
 
 @pytest.mark.parametrize("sheet, message", [

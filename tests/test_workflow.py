@@ -130,6 +130,13 @@ def fastq_records(path: Path) -> int:
 # ---- (a) the demo, end to end -----------------------------------------------------------------
 
 
+def test_demo_runs_one_align_job_per_unit_without_split_or_merge(demo_run):
+    """align.chunks = 1: align reads the unit's FASTQ and writes the unit's BAM itself."""
+    assert planned_jobs(demo_run.output) == {"download_reference": 1, "mask_reference": 1, "pack_reference": 1,
+                                             "index_reference": 1, "align": 1, "merge_units": 1, "stats": 1,
+                                             "all": 1}
+
+
 def test_demo_bam_is_sorted_indexed_and_complete(demo_run):
     bam_path = demo_run.workdir / "results" / "bam" / "demo.bam"
     assert bam_path.exists() and Path(f"{bam_path}.bai").exists()
@@ -220,62 +227,50 @@ def copied(demo_run, tmp_path):
     return repo, workdir
 
 
+def edit_module(repo: Path, name: str):
+    """Append a comment to module `name` ('backends.cpu') of the copied package."""
+    from gpualign.provenance import module_path
+    path = Path(module_path(name, str(repo / "gpualign")))
+    path.write_text(path.read_text() + "\n# edited by test_workflow\n")
+    return path
+
+
 def test_kernel_edit_reruns_align_not_reference(copied, numba_cache):
     repo, workdir = copied
     # The copy is the same code: nothing to do (source hashes, not paths or mtimes, are compared).
     assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == set()
-    core = repo / "gpualign" / "core.py"
-    os.utime(core)   # touching alone changes nothing
+    from gpualign.provenance import module_path
+    os.utime(module_path("backends.cpu", str(repo / "gpualign")))   # touching alone changes nothing
     assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == set()
-    core.write_text(core.read_text() + "\n# edited by test_workflow\n")
+    edit_module(repo, "backends.cpu")   # a kernel module of a subpackage
     assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == ALIGN_ON
 
 
 def test_reference_code_edit_reruns_from_mask(copied, numba_cache):
     repo, workdir = copied
-    module = repo / "gpualign" / "reference.py"
-    module.write_text(module.read_text() + "\n# edited by test_workflow\n")
+    edit_module(repo, "reference")
     planned = dry_run(workdir, numba_cache=numba_cache, repo=repo)
     assert planned == {"mask_reference", "pack_reference", "index_reference"} | ALIGN_ON
 
 
 def test_bam_code_edit_reruns_align_and_stats(copied, numba_cache):
     repo, workdir = copied
-    stats = repo / "gpualign" / "bam.py"
-    stats.write_text(stats.read_text() + "\n# edited by test_workflow\n")
+    edit_module(repo, "bam.stats")
     assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == {"stats", "all"}
-    module = repo / "gpualign" / "bamout.py"
-    module.write_text(module.read_text() + "\n# edited by test_workflow\n")
+    edit_module(repo, "bam.sort")
     assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == ALIGN_ON
 
 
-def test_source_hash_follows_imports(tmp_path):
-    """What params.code rests on: a module's hash covers the package modules it imports, no more."""
-    from gpualign.provenance import module_closure, source_hash
-
-    pkg = tmp_path / "gpualign"
-    pkg.mkdir()
-    files = {
-        "__init__.py": "__version__ = '1'\n",
-        "a.py": "from .b import f\n",
-        "b.py": "def f():\n    from . import c, __version__\n",
-        "c.py": "import numpy\n",
-        "d.py": "from gpualign.c import x\n",
-    }
-    for name, text in files.items():
-        (pkg / name).write_text(text)
-    assert module_closure("a", package_dir=str(pkg)) == ["__init__.py", "a.py", "b.py", "c.py"]
-    assert module_closure("gpualign.d", package_dir=str(pkg)) == ["c.py", "d.py"]
-    before = {m: source_hash(m, package_dir=str(pkg)) for m in "abcd"}
-    assert len(before["a"]) == 16 and len(set(before.values())) == 4
-    (pkg / "b.py").write_text(files["b.py"] + "# edited\n")
-    after = {m: source_hash(m, package_dir=str(pkg)) for m in "abcd"}
-    assert [m for m in "abcd" if after[m] != before[m]] == ["a", "b"]
-    with pytest.raises(ValueError, match="no module 'zz'"):
-        source_hash("zz", package_dir=str(pkg))
-    # the real package: align's code covers the kernels, the reference stages' code does not
-    assert {"core.py", "cpu.py", "cuda.py", "sam.py", "mapper.py"} <= set(module_closure("mapper"))
-    assert "core.py" not in module_closure("reference") + module_closure("genome") + module_closure("index")
+def test_stale_script_import_is_one_line(copied, numba_cache):
+    """A script importing a module that is not (or no longer) in the package stops the workflow
+    before any job, naming the script and the module."""
+    repo, workdir = copied
+    script = repo / "workflow" / "scripts" / "stats.py"
+    script.write_text(script.read_text().replace("import sys\n", "import sys\n\nimport gpualign.gone\n", 1))
+    result = run_snakemake(workdir, "--dry-run", numba_cache=numba_cache, repo=repo, check=False)
+    assert result.returncode != 0
+    assert "scripts/stats.py imports gpualign.gone: no module 'gone'" in result.output
+    assert "Traceback" not in result.output
 
 
 def _schema_defaults(schema):
@@ -288,7 +283,7 @@ def test_config_yaml_holds_the_schema_defaults():
     """config.yaml spells out every default, every field is described, every MapParams option is a key."""
     import yaml
 
-    from gpualign.params import MapParams
+    from gpualign.options import MapParams
 
     schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
     config = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -306,8 +301,9 @@ def test_config_yaml_holds_the_schema_defaults():
 # ---- (c) lint ----------------------------------------------------------------------------------
 
 
-def test_lint_is_clean(demo_run, numba_cache):
-    result = run_snakemake(demo_run.workdir, "--lint", numba_cache=numba_cache)
+@pytest.mark.parametrize("args", [(), ("--config", "align={chunks: 2}")], ids=["unchunked", "chunked"])
+def test_lint_is_clean(demo_run, numba_cache, args):
+    result = run_snakemake(demo_run.workdir, "--lint", *args, numba_cache=numba_cache)
     assert "Lints for" not in result.output
     assert "Congratulations, your workflow is in a good condition!" in result.output
 
@@ -426,18 +422,29 @@ def align_script_processes(root: int) -> list:
 
 
 def kill_second_chunk_job(proc, logs: Path, timeout: float = 300) -> str:
-    """SIGKILL the align_chunk job that starts second (jobs run one at a time); its chunk id."""
+    """SIGKILL the align job of a chunk that starts second (jobs run one at a time); its scatter
+    item (2-of-3)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        started = sorted(logs.glob("demo.1.part*.log"), key=lambda p: p.stat().st_mtime)
+        started = sorted(logs.glob("demo.1.*-of-3.log"), key=lambda p: p.stat().st_mtime)
         if len(started) >= 2:
             victims = align_script_processes(proc.pid)
             if victims:
                 for victim in victims:
                     victim.kill()
-                return started[1].name.split(".part")[1].split(".")[0]
+                return started[1].name.removeprefix("demo.1.").removesuffix(".log")
         time.sleep(0.02)
     raise AssertionError("the second chunk job was not seen running")
+
+
+@pytest.mark.parametrize("args", [("--config", "align={chunks: 2}"), ("--set-scatter", "chunk=2")])
+def test_chunks_scatter_and_gather(demo_run, numba_cache, args):
+    """align.chunks (or Snakemake's --set-scatter chunk=N) splits a unit, aligns the chunks with the
+    one align rule and merges them; reference and index are kept."""
+    result = run_snakemake(demo_run.workdir, "--dry-run", *args, numba_cache=numba_cache)
+    assert planned_jobs(result.output) == {"split_reads": 1, "align": 2, "merge_chunks": 1, "merge_units": 1,
+                                           "stats": 1, "all": 1}
+    assert "output: results/chunks/demo/1/2-of-2.bam" in result.output
 
 
 def test_killed_chunk_job_is_rerun_alone_and_the_merge_equals_the_unsplit_run(demo_run, tmp_path, numba_cache):
@@ -451,20 +458,20 @@ def test_killed_chunk_job_is_rerun_alone_and_the_merge_equals_the_unsplit_run(de
         output, _ = proc.communicate(timeout=600)
     assert proc.returncode != 0, output[-3000:]
     parts = workdir / "results" / "chunks" / "demo" / "1"   # the demo's one unit
-    finished = sorted(p.name for p in parts.glob("part*.bam"))
-    assert finished == sorted(f"part{c}.bam" for c in "012" if c != killed), output[-3000:]
+    finished = sorted(p.name for p in parts.glob("*.bam"))
+    assert finished == sorted(f"{c}-of-3.bam" for c in "123" if f"{c}-of-3" != killed), output[-3000:]
     mtimes = {name: (parts / name).stat().st_mtime_ns for name in finished}
 
     rerun = run_snakemake(workdir, "--dry-run", "--config", chunks, numba_cache=numba_cache)
-    assert planned_jobs(rerun.output) == {"align_chunk": 1, "merge_chunks": 1, "merge_units": 1, "stats": 1, "all": 1}
-    assert f"chunk={killed}" in rerun.output.replace(" ", "")
+    assert planned_jobs(rerun.output) == {"align": 1, "merge_chunks": 1, "merge_units": 1, "stats": 1, "all": 1}
+    assert f"scatteritem={killed}" in rerun.output.replace(" ", "")
     assert {name: (parts / name).stat().st_mtime_ns for name in finished} == mtimes
     run_snakemake(workdir, "--cores", "2", "--config", chunks, numba_cache=numba_cache)
 
     merged = bam_records(workdir / "results" / "bam" / "demo.bam")
     assert merged == bam_records(demo_run.workdir / "results" / "bam" / "demo.bam")
     assert len(merged) == fastq_records(DEMO_READS)
-    assert not any(parts.glob("part*")), "chunk files are temporary"
+    assert not parts.exists() or not any(parts.iterdir()), "chunk files are temporary"
     log = (workdir / "logs" / "split_reads" / "demo.1.log").read_text()
     assert "split 2000 reads into 3 chunks: 666 667 667" in log
 

@@ -1,5 +1,6 @@
 # Validation of config and sample sheet, and the Python the rules use: input functions (get_*),
-# per-stage parameters and the source hashes that make code changes rerun the right stages.
+# per-stage parameters, the chunks switch (scatter/gather) and the source hashes that make code
+# changes rerun the right stages.
 
 import os
 import re
@@ -23,8 +24,8 @@ if REPO not in _pythonpath.split(os.pathsep):
     os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (REPO, _pythonpath) if p))
 
 from gpualign.errors import InputError  # noqa: E402
-from gpualign.params import MapParams  # noqa: E402
-from gpualign.provenance import source_hash  # noqa: E402
+from gpualign.options import MapParams  # noqa: E402
+from gpualign.provenance import script_hash  # noqa: E402
 
 # numba's compiled kernels: the jobs use the cache that `gpualign map` and `gpualign compile` use
 # (gpualign/jitcache.py): NUMBA_CACHE_DIR when set (a shared folder on a cluster), else per user in
@@ -177,26 +178,19 @@ wildcard_constraints:
     unit=NAME_RE,
     name=NAME_RE,
     k=r"\d+",
-    chunk=r"\d+",
 
 
 # ---- per-stage values -------------------------------------------------------------------------
 
-# Source hash of the gpualign modules each rule's script imports (and what they import).
-CODE = {
-    rule_name: source_hash(*modules, package_dir=str(Path(REPO, "gpualign")))
-    for rule_name, modules in {
-        "mask_reference": ["reference"],
-        "pack_reference": ["genome"],
-        "index_reference": ["genome", "index"],
-        "align": ["mapper", "fastq", "bamout", "genome", "index", "reads", "params", "atomic", "errors", "gpus",
-                  "pairing"],
-        "split_reads": ["chunks"],
-        "merge_chunks": ["chunks"],
-        "merge_units": ["chunks"],
-        "bam": ["bam"],
-    }.items()
-}
+
+def script_code(script):
+    """params.code for workflow/scripts/{script}: the source hash of the gpualign modules the script
+    imports and of every gpualign module those import (gpualign.provenance), so a job reruns when
+    the code it runs changes: a changed kernel reruns align, not the reference."""
+    try:
+        return script_hash(str(Path(REPO, "workflow", "scripts", script)), package_dir=str(Path(REPO, "gpualign")))
+    except ValueError as err:
+        sys.exit(str(err))   # one line: an import of a module that is not (or no longer) there
 
 
 def remote_reference_url():
@@ -209,19 +203,46 @@ def input_mem_mb(factor, extra_mb=0, floor_mb=1000):
     return lambda wildcards, input: max(floor_mb, int(factor * input.size_mb + extra_mb))
 
 
-CHUNKS = config["align"]["chunks"]
+# Chunks: Snakemake's scatter/gather, align.chunks of them per unit unless --set-scatter chunk=N
+# says otherwise (workflow/rules/align.smk).
+scattergather:
+    chunk=config["align"]["chunks"],
+
+
+CHUNKS = len(scatter.chunk("{scatteritem}"))
+if CHUNKS < 1:
+    sys.exit("--set-scatter chunk=N: N must be at least 1 (chunks per unit)")
+
+
+def chunked():
+    """Whether units are aligned in chunks (split_reads -> align per chunk -> merge_chunks)."""
+    return CHUNKS > 1
+
+
+def align_target(suffix):
+    """A file align writes: the unit's, results/units/{sample}/{unit}{suffix}, or when chunked a
+    chunk's, results/chunks/{sample}/{unit}/{scatteritem}{suffix}, temporary (merge_chunks merges
+    the chunk BAMs into the unit's)."""
+    if chunked():
+        return temp(f"results/chunks/{{sample}}/{{unit}}/{{scatteritem}}{suffix}")
+    return f"results/units/{{sample}}/{{unit}}{suffix}"
+
+
+def align_log():
+    """logs/align/{sample}.{unit}.log, or a chunk's logs/align/{sample}.{unit}.{scatteritem}.log."""
+    return "logs/align/{sample}.{unit}.{scatteritem}.log" if chunked() else "logs/align/{sample}.{unit}.log"
 
 
 def align_params():
-    """params of align and align_chunk: what changes their BAM (threads do not). The read group is
-    the unit's own, so a unit added to the sheet changes no other unit's params."""
+    """params of align: what changes its BAM (threads do not). The read group is the unit's own, so a
+    unit added to the sheet changes no other unit's params."""
     return {
         "backend": config["align"]["backend"],
         "mapping": MAP_PARAMS,
         "compression_level": config["bam"]["compression_level"],
         "read_group": lambda wildcards: read_group(wildcards.sample, wildcards.unit),
         "paired": lambda wildcards: is_paired(wildcards.sample, wildcards.unit),
-        "code": CODE["align"],
+        "code": script_code("align.py"),
     }
 
 
@@ -293,6 +314,14 @@ def get_fastq(wildcards):
     if row["fq2"]:
         files["mates"] = row["fq2"]
     return files
+
+
+def get_align_reads(wildcards):
+    """align's reads: the unit's FASTQ (get_fastq), or when chunked one chunk of it ({chunk: path},
+    written by split_reads; a paired unit's chunk holds its mates interleaved)."""
+    if chunked():
+        return {"chunk": f"results/chunks/{wildcards.sample}/{wildcards.unit}/{wildcards.scatteritem}.fq"}
+    return get_fastq(wildcards)
 
 
 def get_unit_bams(wildcards):

@@ -14,7 +14,7 @@ rule index_reference:
     params:
         k=lambda wildcards: int(wildcards.k),
         max_occ=config["index"]["max_occ"],
-        code=CODE["index_reference"],
+        code=script_code("index_reference.py"),
     threads: 1
     resources:
         # 12 bytes a genome position while sorting (the input packs 4 bases a byte), 8 a bin

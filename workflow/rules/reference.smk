@@ -33,7 +33,7 @@ rule mask_reference:
     log:
         "logs/reference/{name}.mask.log",
     params:
-        code=CODE["mask_reference"],
+        code=script_code("mask_reference.py"),
     threads: 1
     resources:
         mem_mb=input_mem_mb(16),
@@ -52,7 +52,7 @@ rule pack_reference:
     log:
         "logs/reference/{name}.pack.log",
     params:
-        code=CODE["pack_reference"],
+        code=script_code("pack_reference.py"),
     threads: 1
     resources:
         mem_mb=input_mem_mb(16),

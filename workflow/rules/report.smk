@@ -23,7 +23,7 @@ rule stats:
     log:
         "logs/stats/{sample}.log",
     params:
-        code=CODE["bam"],
+        code=script_code("stats.py"),
     threads: 1
     resources:
         mem_mb=1024,

@@ -4,7 +4,7 @@ import sys
 
 sys.stderr = log = open(snakemake.log[0], "w", buffering=1)
 
-from gpualign.chunks import merge_sorted_bams  # noqa: E402
+from gpualign.workflow.chunks import merge_sorted_bams  # noqa: E402
 from gpualign.errors import job_errors  # noqa: E402
 
 out = snakemake.output

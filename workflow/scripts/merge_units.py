@@ -17,7 +17,7 @@ sys.stderr = log = open(snakemake.log[0], "w", buffering=1)
 import pysam  # noqa: E402
 
 from gpualign.atomic import atomic_path  # noqa: E402
-from gpualign.chunks import merge_sorted_bams  # noqa: E402
+from gpualign.workflow.chunks import merge_sorted_bams  # noqa: E402
 from gpualign.errors import job_errors  # noqa: E402
 
 out = snakemake.output

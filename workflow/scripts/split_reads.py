@@ -5,7 +5,7 @@ import sys
 
 sys.stderr = log = open(snakemake.log[0], "w", buffering=1)
 
-from gpualign.chunks import split_fastq, split_pairs  # noqa: E402
+from gpualign.workflow.chunks import split_fastq, split_pairs  # noqa: E402
 from gpualign.errors import job_errors  # noqa: E402
 
 with job_errors(snakemake.rule, log, snakemake.output[0]):

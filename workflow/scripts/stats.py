@@ -2,7 +2,7 @@
 
 import sys
 
-from gpualign.bam import write_stats
+from gpualign.bam.stats import write_stats
 from gpualign.errors import job_errors
 
 sys.stderr = log = open(snakemake.log[0], "w", buffering=1)

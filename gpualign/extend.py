@@ -1,283 +1,41 @@
-"""Per-read kernels shared by both backends.
+"""Extension: banded semi-global alignment of a read against a candidate window (Needleman-Wunsch
+in a band, after Korkmaz), local alignment when it wins by more than the clip penalty (Smith-
+Waterman), traceback to a CIGAR, and the rescue alignment that finds a mate near its partner.
 
-Every function here works on one read (or one read-candidate pair) with scalar arithmetic
-and array indexing only, so that the very same source runs as numba CPU code (`cpu.py` calls
-these dispatchers inside prange loops) and as CUDA device functions (`cuda.py` recompiles
-the same Python functions with cuda.jit(device=True)). One source is what makes the two
-backends give identical alignments.
-
-Integer rules that keep the CUDA simulator, numba-CPU and numba-CUDA in agreement: word
-arithmetic is done on non-negative values and every left shift is masked back to 32 bits
-(numba widens `uint32 << int` to 64 bits on the GPU).
-
-Candidate keys pack (strand, diagonal) into one int64 that sorts by strand then diagonal:
-key = strand * STRAND_BIT + diagonal + DIAG_BIAS, diagonal = genome position of read base 0.
+Per-pair functions work on one read-candidate pair with scalar arithmetic and array indexing only,
+so the same source runs as numba CPU code and as CUDA device functions (backends/).
 """
 
 from .jitcache import use_versioned_cache
 
-use_versioned_cache()  # before any @njit / @cuda.jit below
+use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
 import numpy as np
 from numba import njit
 
+from .encode import DIAG_BIAS, OP_D, OP_I, OP_M, STRAND_BIT, base_at, contig_of
+
 NEG = -(1 << 28)            # minus infinity for scores; far from int32 overflow
-STRAND_BIT = 1 << 40
-DIAG_BIAS = 1 << 20         # > longest read, so diagonals left of the genome start stay positive
-MASK32 = 0xFFFFFFFF
+# Columns of an extension row (extend_pair, the backends' extend_stage): the end-to-end score and its
+# end column; the local score, its end row and column and its start row (read bases); the window's
+# first genome position; c0, the diagonal's column in the window.
+EXT_SCORE, EXT_END_COL, EXT_LOCAL_SCORE, EXT_LOCAL_END_ROW, EXT_LOCAL_END_COL, EXT_LOCAL_START_ROW, \
+    EXT_WINDOW, EXT_C0 = range(8)
+EXT_COLUMNS = 8
+# Columns of a traceback row (trace_pair, traceback_stage): score, first aligned read base, reference
+# start (concatenated genome), end row and end column of the alignment, number of CIGAR operations.
+TR_SCORE, TR_READ_START, TR_REF_START, TR_END_ROW, TR_END_COL, TR_NOPS = range(6)
+TR_COLUMNS = 6
+# Columns of a rescue row (rescue_align, rescue_stage): best local score, its read row, its window column.
+RESCUE_SCORE, RESCUE_ROW, RESCUE_COL = range(3)
+RESCUE_COLUMNS = 3
+
 
 # traceback byte: bits 0-1 where H came from, bit 2 E extended, bit 3 F extended
 SRC_DIAG, SRC_DEL, SRC_INS, SRC_START = 0, 1, 2, 3
+
+
 E_EXT, F_EXT = 4, 8
-# BAM CIGAR operation codes
-OP_M, OP_I, OP_D, OP_S = 0, 1, 2, 4
-
-
-@njit(cache=True)
-def base_at(g_packed, g_nmask, pos):
-    """Base code 0-3 at a genome position, 4 for N."""
-    if (g_nmask[pos >> 5] >> (pos & 31)) & 1:
-        return 4
-    return (g_packed[pos >> 4] >> ((pos & 15) * 2)) & 3
-
-
-@njit(cache=True)
-def genome_word(words, pos):
-    """The 16 bases (32 bits) starting at any base position of a 2-bit packed array."""
-    q = pos >> 4
-    r = pos & 15
-    w = words[q] & MASK32
-    if r != 0:
-        w = (w >> (2 * r)) | ((words[q + 1] << (32 - 2 * r)) & MASK32)
-    return w
-
-
-@njit(cache=True)
-def any_n(g_nmask, start, end):
-    """Whether the genome has an N in [start, end)."""
-    pos = start
-    while pos < end:
-        q = pos >> 5
-        r = pos & 31
-        take = 32 - r
-        if take > end - pos:
-            take = end - pos
-        bits = (g_nmask[q] >> r) & ((1 << take) - 1)
-        if bits != 0:
-            return True
-        pos += take
-    return False
-
-
-@njit(cache=True)
-def contig_of(c_offsets, pos):
-    """Index of the contig containing a genome position (binary search over contig starts)."""
-    lo = 0
-    hi = c_offsets.shape[0] - 1
-    while lo < hi:
-        mid = (lo + hi + 1) >> 1
-        if c_offsets[mid] <= pos:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-@njit(cache=True)
-def read_matches_at(r_words, woff, n, g_packed, g_nmask, pos):
-    """Whether the read equals the genome at pos, compared 16 bases a word (no N allowed)."""
-    nw = (n + 15) >> 4
-    for w in range(nw):
-        nb = n - 16 * w
-        if nb > 16:
-            nb = 16
-        mask = (1 << (2 * nb)) - 1
-        if ((genome_word(g_packed, pos + 16 * w) ^ (r_words[woff + w] & MASK32)) & mask) != 0:
-            return False
-    return not any_n(g_nmask, pos, pos + n)
-
-
-@njit(cache=True)
-def exact_hits(r_words, woff, n, hbin, strand, g_packed, g_nmask, c_offsets, c_ends,
-               idx_off, idx_pos, max_occ, out_keys, obase, emax, count):
-    """Exact occurrences of one strand of a read: scan the genome offsets of its header bin.
-
-    Appends keys of hits to out_keys[obase + count ...] (at most emax kept) and returns the
-    new total count (hits past emax are counted, not stored). Bins over max_occ are skipped.
-    """
-    if hbin < 0:
-        return count
-    lo = idx_off[hbin]
-    hi = idx_off[hbin + 1]
-    if hi - lo > max_occ:
-        return count
-    for h in range(lo, hi):
-        pos = np.int64(idx_pos[h])   # uint32 + large int would overflow in the simulator
-        c = contig_of(c_offsets, pos)
-        if pos + n > c_ends[c]:
-            continue
-        if read_matches_at(r_words, woff, n, g_packed, g_nmask, pos):
-            if count < emax:
-                out_keys[obase + count] = strand * STRAND_BIT + pos + DIAG_BIAS
-            count += 1
-    return count
-
-
-@njit(cache=True)
-def seed_kmer(q, qoff, o, k):
-    """Code of the k-mer at read offset o, -1 if it contains N."""
-    v = 0
-    for x in range(k):
-        c = np.int64(q[qoff + o + x])   # uint8 arithmetic would wrap in the simulator
-        if c > 3:
-            return -1
-        v = v * 4 + c
-    return v
-
-
-@njit(cache=True)
-def seed_offset(s, n, k):
-    """Disjoint seeds at 0, k, 2k, ...; the last one is moved back to end at the read's end."""
-    o = s * k
-    if o + k > n:
-        o = n - k
-    return o
-
-
-@njit(cache=True)
-def collect_seed_hits(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, nh, budget):
-    """Add the diagonals of one strand's seed hits to hits[hoff + nh ...], rarest seeds first.
-
-    Seeds are taken in order of bin size (then offset) until the next would overflow `budget`
-    hits, so repeats cannot crowd out the informative seeds. Returns the new hit count.
-    """
-    if n < k:
-        return nh
-    nseeds = (n + k - 1) // k
-    used = 0
-    last_cnt = -1
-    last_s = -1
-    while True:
-        best_cnt = -1
-        best_s = -1
-        best_km = -1
-        for s in range(nseeds):
-            km = seed_kmer(q, qoff, seed_offset(s, n, k), k)
-            if km < 0:
-                continue
-            cnt = idx_off[km + 1] - idx_off[km]
-            if cnt == 0 or cnt > max_occ:
-                continue
-            after_last = cnt > last_cnt or (cnt == last_cnt and s > last_s)
-            before_best = best_s < 0 or cnt < best_cnt or (cnt == best_cnt and s < best_s)
-            if after_last and before_best:
-                best_cnt = cnt
-                best_s = s
-                best_km = km
-        if best_s < 0 or used + best_cnt > budget:
-            return nh
-        o = seed_offset(best_s, n, k)
-        for h in range(idx_off[best_km], idx_off[best_km + 1]):
-            hits[hoff + nh] = strand * STRAND_BIT + np.int64(idx_pos[h]) - o + DIAG_BIAS
-            nh += 1
-        used += best_cnt
-        last_cnt = best_cnt
-        last_s = best_s
-
-
-@njit(cache=True)
-def merge_sort_runs(a, off, n, scratch):
-    """Sort a[off:off+n] ascending by merging its ascending runs (natural merge sort), using
-    a[scratch:scratch+n] as the second buffer; returns the offset holding the sorted values.
-
-    Seed hits arrive as one ascending run per seed (a bin's positions are ascending), so a few
-    sequential passes sort them: far fewer and more local memory accesses than a heap sort,
-    which is what a GPU thread's private slice of global memory needs.
-    """
-    src = off
-    dst = scratch
-    while True:
-        i = 0
-        runs = 0
-        while i < n:
-            j = i + 1
-            while j < n and a[src + j - 1] <= a[src + j]:
-                j += 1
-            k = j
-            if j < n:
-                k = j + 1
-                while k < n and a[src + k - 1] <= a[src + k]:
-                    k += 1
-            x = i
-            y = j
-            o = i
-            while x < j and y < k:
-                if a[src + y] < a[src + x]:
-                    a[dst + o] = a[src + y]
-                    y += 1
-                else:
-                    a[dst + o] = a[src + x]
-                    x += 1
-                o += 1
-            while x < j:
-                a[dst + o] = a[src + x]
-                x += 1
-                o += 1
-            while y < k:
-                a[dst + o] = a[src + y]
-                y += 1
-                o += 1
-            runs += 1
-            i = k
-        src, dst = dst, src
-        if runs <= 1:
-            return src
-
-
-@njit(cache=True)
-def find_candidates(q_fwd, q_rc, qoff, n, k, idx_off, idx_pos, max_occ, t,
-                    hits, hoff, hmax, cand_keys, cand_votes, coff, max_cand, dropped, di):
-    """Seed both strands, vote hits into diagonal clusters, keep the best `max_cand` clusters.
-
-    hits[hoff:hoff + 2*hmax] is scratch: up to hmax hits and the merge sort's second buffer.
-
-    A cluster is a run of sorted hit keys within t of its first; its key is the median hit's and
-    its votes the number of hits. Kept ordered by votes (desc), then key (asc). Returns how many;
-    dropped[di] gets the votes of the best cluster that was not kept (0 if none), which tells
-    the mapper whether its search of a repetitive read was complete.
-    """
-    nh = collect_seed_hits(q_fwd, qoff, n, k, 0, idx_off, idx_pos, max_occ, hits, hoff, 0, hmax // 2)
-    nh = collect_seed_hits(q_rc, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff, nh, hmax - nh)
-    hoff = merge_sort_runs(hits, hoff, nh, hoff + hmax)
-    ncand = 0
-    lost = 0
-    i = 0
-    while i < nh:
-        j = i + 1
-        while j < nh and hits[hoff + j] - hits[hoff + i] <= t:
-            j += 1
-        votes = j - i
-        key = hits[hoff + (i + j - 1) // 2]
-        p = ncand
-        while p > 0 and cand_votes[coff + p - 1] < votes:
-            p -= 1
-        if p >= max_cand:
-            if votes > lost:
-                lost = votes
-        else:
-            if ncand == max_cand and cand_votes[coff + max_cand - 1] > lost:
-                lost = cand_votes[coff + max_cand - 1]   # evicted
-            last = ncand if ncand < max_cand else max_cand - 1
-            for m in range(last, p, -1):
-                cand_votes[coff + m] = cand_votes[coff + m - 1]
-                cand_keys[coff + m] = cand_keys[coff + m - 1]
-            cand_votes[coff + p] = votes
-            cand_keys[coff + p] = key
-            if ncand < max_cand:
-                ncand += 1
-        i = j
-    dropped[di] = lost
-    return ncand
 
 
 @njit(cache=True)
@@ -437,10 +195,10 @@ def local_can_win(global_score, n, match, clip_penalty):
 @njit(cache=True)
 def skip_local(out, x, n):
     """Mark a pair's local alignment as not computed (it cannot be chosen)."""
-    out[x, 2] = NEG
-    out[x, 3] = n
-    out[x, 4] = 0
-    out[x, 5] = 0
+    out[x, EXT_LOCAL_SCORE] = NEG
+    out[x, EXT_LOCAL_END_ROW] = n
+    out[x, EXT_LOCAL_END_COL] = 0
+    out[x, EXT_LOCAL_START_ROW] = 0
 
 
 @njit(cache=True)
@@ -514,22 +272,22 @@ def extend_pair(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_en
     gets semi-global score and end column; local score, end row, end column, start row; window
     start; c0. H, F, HS, FS: band scratch of 2t+2; res, win: 4 each; tb is not written."""
     window_of(key, n, t, c_off, c_end, gsize, win)
-    out[x, 6] = win[0]
-    out[x, 7] = win[2]
+    out[x, EXT_WINDOW] = win[0]
+    out[x, EXT_C0] = win[2]
     q = rc_codes if win[3] == 1 else codes
     banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, 0,
               match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
-    out[x, 0] = res[0]
-    out[x, 1] = res[2]
+    out[x, EXT_SCORE] = res[0]
+    out[x, EXT_END_COL] = res[2]
     if not local_can_win(res[0], n, match, clip_penalty):
         skip_local(out, x, n)
         return
     banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
               match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
-    out[x, 2] = res[0]
-    out[x, 3] = res[1]
-    out[x, 4] = res[2]
-    out[x, 5] = res[3]
+    out[x, EXT_LOCAL_SCORE] = res[0]
+    out[x, EXT_LOCAL_END_ROW] = res[1]
+    out[x, EXT_LOCAL_END_COL] = res[2]
+    out[x, EXT_LOCAL_START_ROW] = res[3]
 
 
 @njit(cache=True)
@@ -542,13 +300,13 @@ def trace_pair(x, key, local, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off
     q = rc_codes if win[3] == 1 else codes
     banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, local,
               match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, tboff, True, res)
-    out[x, 0] = res[0]
-    out[x, 3] = res[1]
-    out[x, 4] = res[2]
+    out[x, TR_SCORE] = res[0]
+    out[x, TR_END_ROW] = res[1]
+    out[x, TR_END_COL] = res[2]
     traceback(tb, tboff, t, win[2], res[1], res[2], ops, lens, obase, ostride, res)
-    out[x, 5] = res[0]
-    out[x, 1] = res[1]
-    out[x, 2] = win[0] + res[2]
+    out[x, TR_NOPS] = res[0]
+    out[x, TR_READ_START] = res[1]
+    out[x, TR_REF_START] = win[0] + res[2]
 
 
 def tidy_cigars(ops, lens, nops):

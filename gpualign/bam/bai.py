@@ -1,5 +1,6 @@
 """The .bai index of a coordinate-sorted BAM, built from the records as they are written (SAM
-specification section 5.2), so no second pass re-reads and decompresses the BAM.
+specification section 5.2), so no second pass re-reads and decompresses the BAM; and the bin
+numbers (reg2bin, section 5.3) that the BAM encoder writes into each record.
 
 Per reference: each bin's chunks of virtual offsets (contiguous records of a bin merged into one
 chunk), the linear index (per 16 kbp window, the virtual offset of the first record overlapping
@@ -13,12 +14,30 @@ import struct
 import numpy as np
 from numba import njit
 
-from .jitcache import use_versioned_cache
+from ..jitcache import use_versioned_cache
+from ..sam import FLAG_UNMAPPED
 
 use_versioned_cache()  # before any @njit below
 
 PSEUDO_BIN = 37450
 LINEAR_SHIFT = 14            # 16 kbp windows
+
+
+@njit(cache=True, nogil=True)
+def reg2bin(beg, end):
+    """BAM index bin of the 0-based half-open interval [beg, end)."""
+    end -= 1
+    if beg >> 14 == end >> 14:
+        return 4681 + (beg >> 14)
+    if beg >> 17 == end >> 17:
+        return 585 + (beg >> 17)
+    if beg >> 20 == end >> 20:
+        return 73 + (beg >> 20)
+    if beg >> 23 == end >> 23:
+        return 9 + (beg >> 23)
+    if beg >> 26 == end >> 26:
+        return 1 + (beg >> 26)
+    return 0
 
 
 @njit(cache=True, nogil=True)
@@ -29,8 +48,9 @@ def le32(buf, o, signed):
 
 
 @njit(cache=True, nogil=True)
-def record_fields(buf):
-    """Per record of a buffer of whole BAM records: (size, refID, pos, end, bin, flag)."""
+def index_fields(buf):
+    """What the index needs of each record of a buffer of whole BAM records, read back from its
+    bytes: rows (size, refID, pos, end, bin, flag), one column a record."""
     n = 0
     o = 0
     while o < buf.shape[0]:
@@ -93,7 +113,7 @@ def reference_index(pos, end, bins, flag, vstart, vend) -> bytes:
     for bid, a, z in zip(bin_ids, bin_first, bin_last):
         parts.append(struct.pack("<Ii", int(bid), int(z - a)))
         parts.append(np.column_stack((chunk_beg[a:z], chunk_end[a:z])).astype("<u8").tobytes())
-    unmapped = int(np.count_nonzero(flag & 4))
+    unmapped = int(np.count_nonzero(flag & FLAG_UNMAPPED))
     parts.append(struct.pack("<IiQQQQ", PSEUDO_BIN, 2, int(vstart[0]), int(vend[-1]),
                              len(pos) - unmapped, unmapped))
     parts.append(linear_index(pos, end, vstart))

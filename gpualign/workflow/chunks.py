@@ -12,11 +12,11 @@ import os
 
 import pysam
 
-from .atomic import atomic_path
-from .errors import InputError
-from .fastq import checked_records, chunks, cut_records, read_pair_batches
-from . import pairing
-from .reads import interleave, subset, to_fastq
+from ..atomic import atomic_path
+from ..errors import InputError
+from ..fastq import checked_records, chunks, cut_records, read_pair_batches
+from ..batches import BLOCK, block_starts
+from ..reads import interleave, subset, to_fastq
 
 SPLIT_BATCH = 1 << 20   # records cut and checked at a time while splitting
 
@@ -63,15 +63,15 @@ def split_fastq(path: str, outputs: list[str], threads: int = 1) -> list[int]:
     return sizes
 
 
-def split_pairs(path1: str, path2: str, outputs: list[str], threads: int = 1) -> list[int]:
+def split_pairs(path1: str, path2: str, outputs: list[str], threads: int = 1, block: int = BLOCK) -> list[int]:
     """Cut paired FASTQ files into len(outputs) plain FASTQ files of consecutive fragments, mates
     interleaved (R1, R2, R1, ...), as the mapper reads them; returns the reads per chunk.
 
-    Chunks break only between insert-size blocks (pairing.block_starts), so each block's estimate
+    Chunks break only between insert-size blocks (batches.block_starts), so each block's estimate
     sees the fragments it sees in the unsplit run and the merged BAM equals the unsplit one.
     Records are written as the mapper read them (names without /1 /2, bases as ACGTN).
     """
-    blocks = pairing.block_starts(count_records(path1, threads), pairing.INSERT_BLOCK)
+    blocks = block_starts(count_records(path1, threads), block)
     nb = len(blocks) - 1
     bounds = [int(blocks[c * nb // len(outputs)]) for c in range(len(outputs))] + [int(blocks[-1])]
     with contextlib.ExitStack() as stack:

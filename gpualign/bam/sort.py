@@ -1,11 +1,12 @@
 """Where a run's BAM records go: straight out in read order, or coordinate-sorted by gpualign
 itself (no separate `samtools sort` pass), then indexed.
 
-Both sinks take a batch's records as numba-built bytes (bamio.encode_batch) on worker threads, so
-the next batch maps on the GPU while this one is encoded. The sorted sink sorts each batch on its
-worker and appends it to one run file beside the output, keeping only 16 bytes per read in memory
-(sort key, file offset); at the end a stable merge of the keys gives the order, and records are
-gathered from the (page-cached) run file into BGZF blocks compressed on all threads. Equal keys
+Both sinks take a batch's records as numba-built bytes (records.batch_bam_records, the `encode`
+they are given) on worker threads, so the next batch maps on the GPU while this one is encoded.
+The sorted sink sorts each batch on its worker and appends it to one run file beside the output,
+keeping only 16 bytes per read in memory (sort key, file offset); at the end a stable merge of the
+keys gives the order, and records are gathered from the (page-cached) run file into BGZF blocks
+compressed on all threads, their index fields read back as they go (bai.index_fields). Equal keys
 keep input order, so the output does not depend on the batch size.
 """
 
@@ -19,11 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit
 
-from . import bamio
-from .bai import build_bai, record_fields, virtual_offsets
-from .bamio import BamWriter
-from .jitcache import use_versioned_cache
-from .threads import ordered_map
+from . import bgzf
+from .bai import build_bai, index_fields, virtual_offsets
+from .bgzf import BamWriter
+from ..jitcache import use_versioned_cache
+from ..threads import ordered_map
 
 use_versioned_cache()  # before any @njit below
 
@@ -100,6 +101,10 @@ class UnsortedBam(RecordSink):
         self.finish()
         self.writer.close()
 
+    def abort(self):
+        super().abort()
+        self.writer.abort()
+
 
 class SortedBam(RecordSink):
     """Records in coordinate order, then a .bai index (at `index_path`)."""
@@ -152,7 +157,7 @@ class SortedBam(RecordSink):
 
         def gather_part(part):
             records = gather(src, starts, ends, part)
-            return records, (record_fields(records) if self.index_path else None)
+            return records, (index_fields(records) if self.index_path else None)
 
         with BamWriter(self.path, self.header, self.level, self.threads) as out, \
                 ThreadPoolExecutor(max_workers=GATHER_THREADS) as pool:
@@ -167,8 +172,8 @@ class SortedBam(RecordSink):
                                            else np.zeros((6, 0), dtype=np.int64))
         stream_end = writer.header_size + np.cumsum(size)
         blocks = np.asarray(writer.block_starts)
-        vstart = virtual_offsets(stream_end - size, blocks, bamio.BGZF_INPUT)
-        vend = virtual_offsets(stream_end, blocks, bamio.BGZF_INPUT)
+        vstart = virtual_offsets(stream_end - size, blocks, bgzf.BGZF_INPUT)
+        vend = virtual_offsets(stream_end, blocks, bgzf.BGZF_INPUT)
         with open(self.index_path, "wb") as fh:
             fh.write(build_bai(len(self.header.references), tid, pos, end, bins, flag, vstart, vend))
 

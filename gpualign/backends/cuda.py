@@ -1,8 +1,8 @@
-"""CUDA backend: the per-read kernels of core.py as numba.cuda device functions, one thread per
+"""CUDA backend: the per-read functions of seed.py and extend.py as numba.cuda device functions, one thread per
 read (exact match, seeding) or per read-candidate pair (extension, traceback).
 
 Three layers, after numba-cuda's examples: kernels; private launchers (to_device, grid from
-cuda_config, launch, copy back); public *_stage functions with the same signatures as cpu.py.
+launch.py, launch, copy back); public *_stage functions with the same signatures as cpu.py.
 Device memory per batch is bounded by the batch size: every buffer is sized from the batch.
 
 Every host thread that calls a stage gets its own CUDA stream and its own page-locked staging
@@ -10,7 +10,7 @@ buffers, so the mapper can keep two batches in flight (BATCHES_IN_FLIGHT): one b
 kernels and copies back run while the other thread does host work on its batch.
 """
 
-from .jitcache import use_versioned_cache
+from ..jitcache import use_versioned_cache
 
 use_versioned_cache()  # before any @njit / @cuda.jit below
 
@@ -22,8 +22,10 @@ import numpy as np
 from numba import cuda
 from numba.cuda.core import config as cuda_core_config
 
-from . import core, cuda_config
-from .params import MAX_INDELS
+from .. import encode, extend, seed
+from . import launch
+from ..extend import EXT_COLUMNS, RESCUE_COL, RESCUE_COLUMNS, RESCUE_ROW, RESCUE_SCORE, TR_COLUMNS, TR_NOPS
+from ..options import MAX_INDELS
 
 NAME = "cuda"
 # A run's last batch is small by nature; numba-cuda would warn about its low occupancy every time.
@@ -34,19 +36,24 @@ MAX_W = 2 * MAX_INDELS + 2   # band row plus one, for the local-memory arrays of
 BATCHES_IN_FLIGHT = 3
 RESEED_CHUNK = 16384         # reads re-seeded per launch: 128 KB of hit scratch each, 2 GB per thread
 
-_SHARED = ["base_at", "genome_word", "any_n", "contig_of", "read_matches_at", "exact_hits",
-           "seed_kmer", "seed_offset", "collect_seed_hits", "merge_sort_runs",
-           "find_candidates", "window_of", "banded_dp", "local_can_win", "skip_local", "push_op", "traceback",
-           "extend_pair", "trace_pair", "rescue_align"]
+# the per-read functions the kernels call, and the modules that define them
+_SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of"],
+           seed: ["read_matches_at", "exact_hits", "seed_kmer", "seed_offset", "collect_seed_hits",
+                  "merge_sort_runs", "find_candidates"],
+           extend: ["window_of", "banded_dp", "local_can_win", "skip_local", "push_op", "traceback",
+                    "extend_pair", "trace_pair", "rescue_align"]}
 
 
 def _device_functions():
-    """Recompile core's functions as device functions; their calls to each other resolve to the
-    device versions through a copy of core's globals."""
-    g = dict(vars(core))
-    for name in _SHARED:
-        py = getattr(core, name).py_func
-        g[name] = cuda.jit(device=True)(types.FunctionType(py.__code__, g, name, py.__defaults__))
+    """Recompile the shared per-read functions as device functions; their calls to each other
+    resolve to the device versions through one namespace holding the three modules' globals."""
+    g = {}
+    for module in _SHARED:
+        g.update(vars(module))
+    for module, names in _SHARED.items():
+        for name in names:
+            py = getattr(module, name).py_func
+            g[name] = cuda.jit(device=True)(types.FunctionType(py.__code__, g, name, py.__defaults__))
     return g
 
 
@@ -125,9 +132,9 @@ def _rescue_kernel(task_read, task_strand, task_start, task_len, codes, rc_codes
     d_rescue_align(rc_codes if task_strand[x] == 1 else codes, read_off[r], read_off[r + 1] - read_off[r],
                    g_packed, g_nmask, task_start[x], task_len[x], match, mismatch, gap_open, gap_ext,
                    H, E, x, m, res)
-    out[x, 0] = res[0]
-    out[x, 1] = res[1]
-    out[x, 2] = res[2]
+    out[x, RESCUE_SCORE] = res[0]
+    out[x, RESCUE_ROW] = res[1]
+    out[x, RESCUE_COL] = res[2]
 
 
 # Host code below reaches the API as numba.cuda: while a kernel runs in numba's CUDA simulator, the
@@ -224,7 +231,7 @@ _launch_turns = threading.Lock()
 def _launch(kernel, n, *args):
     if n > 0:
         with _launch_turns:
-            kernel[cuda_config.blocks_for(n), cuda_config.THREADS_PER_BLOCK, _stream()](*args)
+            kernel[launch.blocks_for(n), launch.THREADS_PER_BLOCK, _stream()](*args)
 
 
 def _genome_args(genome):
@@ -261,7 +268,7 @@ def candidate_stage(reads, sel, index, p):
 
 def extend_stage(reads, genome, pair_read, pair_key, p):
     m = len(pair_read)
-    out = _empty((max(m, 1), 8), np.int64)   # every column written
+    out = _empty((max(m, 1), EXT_COLUMNS), np.int64)   # every column written
     _launch(_extend_kernel, m, _upload("pair_read", np.asarray(pair_read, dtype=np.int64)),
             _upload("pair_key", np.asarray(pair_key, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"), *_genome_args(genome), genome.size,
@@ -278,7 +285,7 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
     # nothing is uploaded for outputs the kernel writes in full
     ops = _empty(max(m, 1) * (2 * maxlen + 2), np.uint8)
     lens = _empty(max(m, 1) * (2 * maxlen + 2), np.int32)
-    out = _empty((max(m, 1), 6), np.int64)
+    out = _empty((max(m, 1), TR_COLUMNS), np.int64)
     tb = _empty(max(m, 1) * maxlen * W, np.uint8)
     _launch(_trace_kernel, m, _upload("sel_read", np.asarray(sel_read, dtype=np.int64)),
             _upload("sel_key", np.asarray(sel_key, dtype=np.int64)),
@@ -287,9 +294,9 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
             *_genome_args(genome), genome.size, p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend,
             maxlen, tb, ops, lens, out)
     out = _fetch(out[:m])[0]
-    width = max(1, int(out[:, 5].max(initial=0)))
+    width = max(1, int(out[:, TR_NOPS].max(initial=0)))
     ops, lens = _fetch(ops[:width * m], lens[:width * m])
-    return (*core.tidy_cigars(ops.reshape(width, m).T, lens.reshape(width, m).T, out[:, 5]), out)
+    return (*extend.tidy_cigars(ops.reshape(width, m).T, lens.reshape(width, m).T, out[:, TR_NOPS]), out)
 
 
 def rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p):
@@ -297,7 +304,7 @@ def rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p)
     rows = int(reads.lengths.max(initial=0)) + 1
     H = _empty(max(m, 1) * rows, np.int32)   # initialised by the kernel
     E = _empty(max(m, 1) * rows, np.int32)
-    out = _empty((max(m, 1), 3), np.int64)
+    out = _empty((max(m, 1), RESCUE_COLUMNS), np.int64)
     tasks = [_upload(name, np.asarray(a, dtype=np.int64)) for name, a in
              (("task_read", task_read), ("task_strand", task_strand), ("task_start", task_start), ("task_len", task_len))]
     _launch(_rescue_kernel, m, *tasks, *_read_arrays(reads, "codes", "rc_codes", "read_off"),

@@ -15,12 +15,13 @@ import os
 
 import pysam
 
-from .atomic import atomic_path
-from .errors import InputError
+from ..atomic import atomic_path
+from ..errors import InputError
+from ..sam import FLAG_SECONDARY, FLAG_SUPPLEMENTARY
 
 SUMMARY_COLUMNS = ("records", "primary", "mapped", "mapped_pct", "mapq_ge_20")
 MAPQ_CUTOFF = 20
-_NOT_PRIMARY = 0x100 | 0x800  # secondary, supplementary
+_NOT_PRIMARY = FLAG_SECONDARY | FLAG_SUPPLEMENTARY
 
 
 def _check_bam(path: str, what: str):

@@ -1,18 +1,21 @@
-"""CPU backend: the per-read kernels of core.py in numba prange loops.
+"""CPU backend: the per-read functions of seed.py and extend.py in numba prange loops.
 
-Public functions have the same signatures as those in cuda.py; mapper.py picks one module.
+Public functions have the same signatures as those in cuda.py; backends.get_backend picks one module.
 """
 
-from .jitcache import use_versioned_cache
+from ..jitcache import use_versioned_cache
 
 use_versioned_cache()  # before any @njit / @cuda.jit below
 
 import numpy as np
 from numba import njit, prange
 
-from .core import exact_hits, extend_pair, find_candidates, rescue_align, tidy_cigars, trace_pair
+from ..extend import EXT_COLUMNS, RESCUE_COL, RESCUE_COLUMNS, RESCUE_ROW, RESCUE_SCORE, TR_COLUMNS, TR_NOPS, \
+    extend_pair, rescue_align, tidy_cigars, trace_pair
+from ..seed import exact_hits, find_candidates
 
 NAME = "cpu"
+RESEED_CHUNK = 8192   # reads re-seeded per candidate_stage call (seed.reseed_incomplete)
 
 
 @njit(parallel=True, cache=True)
@@ -83,7 +86,7 @@ def _extend(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c
 def extend_stage(reads, genome, pair_read, pair_key, p):
     """Banded scores of read-candidate pairs, out[P, 8]: semi-global score and end column;
     local score, end row, end column and start row; window start; c0 (diagonal - window start)."""
-    out = np.zeros((len(pair_read), 8), dtype=np.int64)
+    out = np.zeros((len(pair_read), EXT_COLUMNS), dtype=np.int64)
     _extend(np.asarray(pair_read, dtype=np.int64), np.asarray(pair_key, dtype=np.int64), reads.codes,
             reads.rc_codes, reads.read_off, genome.packed, genome.nmask, genome.offsets, genome.ends,
             genome.size, p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty, out)
@@ -110,12 +113,12 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
     maxops = 2 * int(reads.lengths.max(initial=1)) + 2
     ops = np.zeros(m * maxops, dtype=np.uint8)
     lens = np.zeros(m * maxops, dtype=np.int32)
-    out = np.zeros((m, 6), dtype=np.int64)
+    out = np.zeros((m, TR_COLUMNS), dtype=np.int64)
     _trace(np.asarray(sel_read, dtype=np.int64), np.asarray(sel_key, dtype=np.int64),
            np.asarray(sel_local, dtype=np.int64), reads.codes, reads.rc_codes, reads.read_off,
            genome.packed, genome.nmask, genome.offsets, genome.ends, genome.size, p.max_indels,
            p.match, p.mismatch, p.gap_open, p.gap_extend, maxops, ops, lens, out)
-    return (*tidy_cigars(ops.reshape(m, maxops), lens.reshape(m, maxops), out[:, 5]), out)
+    return (*tidy_cigars(ops.reshape(m, maxops), lens.reshape(m, maxops), out[:, TR_NOPS]), out)
 
 
 @njit(parallel=True, cache=True)
@@ -129,15 +132,15 @@ def _rescue(task_read, task_strand, task_start, task_len, codes, rc_codes, read_
         res = np.zeros(3, dtype=np.int64)
         rescue_align(rc_codes if task_strand[x] == 1 else codes, read_off[r], n, g_packed, g_nmask,
                      task_start[x], task_len[x], match, mismatch, gap_open, gap_ext, H, E, 0, 1, res)
-        out[x, 0] = res[0]
-        out[x, 1] = res[1]
-        out[x, 2] = res[2]
+        out[x, RESCUE_SCORE] = res[0]
+        out[x, RESCUE_ROW] = res[1]
+        out[x, RESCUE_COL] = res[2]
 
 
 def rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p):
     """Mate rescue: each task's read (strand 1: its reverse complement) aligned locally anywhere in a
     reference window [task_start, + task_len): out[m, 3] = best score, its read row, its window column."""
-    out = np.zeros((len(task_read), 3), dtype=np.int64)
+    out = np.zeros((len(task_read), RESCUE_COLUMNS), dtype=np.int64)
     _rescue(*(np.asarray(a, dtype=np.int64) for a in (task_read, task_strand, task_start, task_len)),
             reads.codes, reads.rc_codes, reads.read_off, genome.packed, genome.nmask,
             p.match, p.mismatch, p.gap_open, p.gap_extend, out)

@@ -1,0 +1,77 @@
+"""The aligners' command lines, built in one place: index, map and version commands of gpualign
+and of its peers bwa mem, minimap2 -ax sr and bowtie2.
+
+accuracy.py, end_to_end.py (and through it paired.py) and scaling.py take their commands from
+here. Peers write SAM on stdout (the caller pipes it into a sort, or into a file); gpualign writes
+the BAM named by ``bam`` itself (coordinate-sorted, with its .bai). ``reads`` is one FASTQ, or a
+list of two (R1, R2) for pairs. Every value is shell-quoted.
+
+Index files: bwa's and bowtie2's are ``PREFIX.*``, minimap2's is ``PREFIX.mmi``, gpualign's are
+``PREFIX.*``. bowtie2 runs as its binaries (bowtie2-build-s, bowtie2-align-s): the wrapper
+scripts' #!/usr/bin/python3 may be missing on the GPU machine.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+PY = sys.executable
+PEERS = ("bwa", "minimap2", "bowtie2")
+ALIGNERS = ("gpualign",) + PEERS
+
+INDEX = {
+    "gpualign": "{py} -m gpualign index {ref} -p {prefix}{k}",
+    "bwa": "bwa index -p {prefix} {ref}",
+    "minimap2": "minimap2 -x sr -t {threads} -d {prefix}.mmi {ref}",
+    "bowtie2": "bowtie2-build-s --threads {threads} {ref} {prefix}",
+}
+MAP = {
+    "gpualign": "{py} -m gpualign map {prefix} {reads} -o {bam} -t {threads} --backend {backend}",
+    "bwa": "bwa mem -t {threads} {prefix} {reads}",
+    "minimap2": "minimap2 -ax sr -t {threads} {prefix}.mmi {reads}",
+    "bowtie2": "bowtie2-align-s --wrapper basic-0 -p {threads} -x {prefix} {bowtie2_reads}",
+}
+VERSION = {
+    "gpualign": "{py} -m gpualign --version",
+    "bwa": "bwa",                       # bwa prints its version in the usage text, on stderr
+    "minimap2": "minimap2 --version",
+    "bowtie2": "bowtie2-align-s --version",
+}
+
+
+def q(value) -> str:
+    return shlex.quote(str(value))
+
+
+def quoted_files(reads) -> str:
+    """One read file, or several (R1 R2), shell-quoted and space-separated."""
+    files = [reads] if isinstance(reads, (str, Path)) else reads
+    return " ".join(q(path) for path in files)
+
+
+def _aligner(aligner: str, table: dict) -> str:
+    if aligner not in table:
+        raise ValueError(f"unknown aligner {aligner!r}; known: {', '.join(table)}")
+    return table[aligner]
+
+
+def index_command(aligner: str, ref, prefix, threads: int, k: int | None = None) -> str:
+    """Build the index of ref at prefix (k: gpualign's k-mer length, its default when None)."""
+    return _aligner(aligner, INDEX).format(py=q(PY), ref=q(ref), prefix=q(prefix), threads=threads,
+                                           k=f" -k {k}" if k else "")
+
+
+def map_command(aligner: str, prefix, reads, threads: int, bam=None, backend: str = "cuda") -> str:
+    """Map reads with the index at prefix: SAM on stdout for a peer; gpualign (backend as given)
+    writes a sorted, indexed BAM to bam."""
+    if aligner == "gpualign" and bam is None:
+        raise ValueError("gpualign's map command needs the output BAM")
+    files = [reads] if isinstance(reads, (str, Path)) else list(reads)
+    bowtie2_reads = f"-U {q(files[0])}" if len(files) == 1 else f"-1 {q(files[0])} -2 {q(files[1])}"
+    return _aligner(aligner, MAP).format(py=q(PY), prefix=q(prefix), reads=quoted_files(reads), bam=q(bam),
+                                         threads=threads, backend=q(backend), bowtie2_reads=bowtie2_reads)
+
+
+def version_command(aligner: str) -> str:
+    return _aligner(aligner, VERSION).format(py=q(PY))

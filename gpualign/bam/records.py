@@ -1,0 +1,387 @@
+"""A batch's records, their fields and MD/NM computed once: encoded as BAM bytes by numba here, or
+built as pysam records for SAM text from the same fields (sam_records.py).
+
+- record_fields: per read, what depends on the mate too (flag, position, mate position, TLEN, the
+  mate's MAPQ), for both outputs.
+- md_and_nm: the MD string and NM of an alignment, read off the packed genome; the one
+  implementation (the BAM encoder writes it into the record, batch_md_nm hands it to SAM text).
+  N in the read or the reference counts as a mismatch, as it scores as one.
+- encode_batch: the BAM records of a batch straight into one byte buffer, without a Python object
+  per read, in two passes (sizes, then bytes at prefix-summed offsets). Layout follows the SAM
+  specification (section 4.2), bins come from bai.reg2bin; integer tags are written as int32
+  ('i'), which readers treat alike. Tags: NM MD AS [XS] [MC MQ] [RG] [-C comments].
+- batch_bam_records: the encoder the BAM sinks (sort.py) run on their worker threads.
+
+The kernels take a batch as three tuples of arrays (kernel_args builds them), unpacked where used:
+
+    reads = (names, name_off, codes, rc_codes, quals, read_off)   the reads (reads.Reads)
+    aln   = (row_of, key, mapq, score, sub, ops, lens, trace)      row_of[read]: its traceback row,
+            -1 unmapped; key, mapq, score, sub per read; ops, lens, trace per row (extend.py)
+    ref   = (g_packed, g_nmask, c_off)                             the genome
+
+encode_record writes a record with small put_* helpers inlined into it (inline='always'): as
+separate calls, passing tuples and arrays, they made encoding about 7% slower.
+"""
+
+import numpy as np
+from numba import njit
+
+from ..encode import BASES, CIGAR_CHARS, OP_D, OP_I, OP_M, OP_S, STRAND_BIT, base_at, contig_of
+from ..extend import TR_END_ROW, TR_NOPS, TR_READ_START, TR_REF_START
+from ..jitcache import use_versioned_cache
+from ..sam import (FLAG_MATE_REVERSE, FLAG_MATE_UNMAPPED, FLAG_PAIRED, FLAG_PROPER, FLAG_READ1, FLAG_READ2,
+                   FLAG_REVERSE, FLAG_UNMAPPED)
+from ..tags import append_tags, comment_tags
+from .bai import reg2bin
+
+use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
+
+SEQ_NIBBLE = np.array([1, 2, 4, 8, 15], dtype=np.uint8)   # A C G T N in BAM's 4-bit code
+# columns of record_fields
+F_FLAG, F_RID, F_POS, F_END, F_MRID, F_MPOS, F_TLEN, F_MQ = range(8)
+UNMAPPED_KEY = np.iinfo(np.int64).max   # unmapped reads sort last, in input order
+
+
+@njit(cache=True, nogil=True)
+def put_int(buf, off, value, nbytes, write):
+    """Little-endian integer of nbytes at off; returns the offset after it."""
+    if write:
+        v = value & ((1 << (8 * nbytes)) - 1)
+        for i in range(nbytes):
+            buf[off + i] = (v >> (8 * i)) & 0xFF
+    return off + nbytes
+
+
+@njit(cache=True, nogil=True)
+def put_decimal(buf, off, value, write):
+    """A non-negative integer in decimal digits."""
+    digits = 1
+    v = value
+    while v >= 10:
+        v //= 10
+        digits += 1
+    if write:
+        v = value
+        for i in range(digits - 1, -1, -1):
+            buf[off + i] = 48 + v % 10
+            v //= 10
+    return off + digits
+
+
+@njit(cache=True, nogil=True)
+def put_tag_head(buf, off, c1, c2, kind, write):
+    """A tag's name (two characters) and type character."""
+    if write:
+        buf[off] = c1
+        buf[off + 1] = c2
+        buf[off + 2] = kind
+    return off + 3
+
+
+@njit(cache=True, nogil=True)
+def put_int_tag(buf, off, c1, c2, value, write):
+    return put_int(buf, put_tag_head(buf, off, c1, c2, 105, write), value, 4, write)   # 'i'
+
+
+@njit(cache=True, nogil=True)
+def md_and_nm(q, qoff, ops, lens, trace, row, ref, buf, off, write):
+    """Write the MD string (no terminator) from off; returns (end offset, NM). q[qoff:]: the read's
+    codes in reference orientation; row: its row of the traceback arrays ops, lens and trace.
+    Not inlined, and given arrays rather than the aln tuple: measured faster so."""
+    g_packed, g_nmask, _ = ref
+    run = 0
+    nm = 0
+    qi = qoff + trace[row, TR_READ_START]
+    gi = trace[row, TR_REF_START]
+    for x in range(trace[row, TR_NOPS]):
+        op = ops[row, x]
+        ln = lens[row, x]
+        if op == OP_M:
+            for y in range(ln):
+                rb = base_at(g_packed, g_nmask, gi + y)
+                qb = q[qi + y]
+                if qb != rb or qb == 4 or rb == 4:
+                    off = put_decimal(buf, off, run, write)
+                    if write:
+                        buf[off] = BASES[rb]
+                    off += 1
+                    run = 0
+                    nm += 1
+                else:
+                    run += 1
+            qi += ln
+            gi += ln
+        elif op == OP_I:
+            qi += ln
+            nm += ln
+        elif op == OP_D:
+            off = put_decimal(buf, off, run, write)
+            if write:
+                buf[off] = 94  # '^'
+            off += 1
+            for y in range(ln):
+                if write:
+                    buf[off] = BASES[base_at(g_packed, g_nmask, gi + y)]
+                off += 1
+            run = 0
+            nm += ln
+            gi += ln
+    off = put_decimal(buf, off, run, write)
+    return off, nm
+
+
+@njit(cache=True, nogil=True)
+def batch_md_nm(reads, aln, ref):
+    """MD text of every read of a batch in one buffer, (bytes, offsets[n+1], NM[n]); an unmapped
+    read has an empty MD and NM -1. For SAM text."""
+    _, _, codes, rc_codes, _, read_off = reads
+    row_of, key, _, _, _, ops, lens, trace = aln
+    n = row_of.shape[0]
+    nm = np.full(n, -1, dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    buf = np.zeros(1, dtype=np.uint8)
+    for write in (False, True):
+        for r in range(n):
+            row = row_of[r]
+            end = offsets[r]
+            if row >= 0:
+                q = rc_codes if key[r] >= STRAND_BIT else codes
+                end, nm_r = md_and_nm(q, read_off[r], ops, lens, trace, row, ref, buf, offsets[r], write)
+                nm[r] = nm_r
+            offsets[r + 1] = end
+        if not write:
+            buf = np.empty(offsets[n], dtype=np.uint8)
+    return buf, offsets, nm
+
+
+@njit(cache=True, nogil=True)
+def record_fields(aln, ref, proper, paired):
+    """Per read: flag, refID, pos, end, mate refID, mate pos, TLEN, mate MAPQ (-1: no MQ tag).
+
+    Paired batches interleave mates (read r's mate is r ^ 1). An unmapped read whose mate mapped
+    takes the mate's refID and pos (as samtools expects, so it sorts next to it); TLEN runs from
+    this read's 5' end to its mate's, as samtools fixmate computes it.
+    """
+    row_of, key, mapq, _, _, ops, lens, trace = aln
+    c_off = ref[2]
+    n = row_of.shape[0]
+    f = np.full((n, 8), -1, dtype=np.int64)
+    for r in range(n):
+        row = row_of[r]
+        f[r, F_FLAG] = FLAG_UNMAPPED
+        f[r, F_TLEN] = 0
+        if row >= 0:
+            gstart = trace[row, TR_REF_START]
+            rid = contig_of(c_off, gstart)
+            span = 0
+            for x in range(trace[row, TR_NOPS]):
+                if ops[row, x] == OP_M or ops[row, x] == OP_D:
+                    span += lens[row, x]
+            f[r, F_FLAG] = FLAG_REVERSE if key[r] >= STRAND_BIT else 0
+            f[r, F_RID] = rid
+            f[r, F_POS] = gstart - c_off[rid]
+            f[r, F_END] = gstart - c_off[rid] + span
+    if not paired:
+        return f
+    for r in range(n):
+        m = r ^ 1
+        mine = row_of[r] >= 0
+        mates = row_of[m] >= 0
+        flag = f[r, F_FLAG] | FLAG_PAIRED | (FLAG_READ1 if r % 2 == 0 else FLAG_READ2)
+        if not mates:
+            flag |= FLAG_MATE_UNMAPPED
+        elif f[m, F_FLAG] & FLAG_REVERSE:
+            flag |= FLAG_MATE_REVERSE
+        if mine and mates and proper[r]:
+            flag |= FLAG_PROPER
+        f[r, F_FLAG] = flag
+    for r in range(n):
+        m = r ^ 1
+        mine = row_of[r] >= 0
+        mates = row_of[m] >= 0
+        if mates:
+            f[r, F_MRID] = f[m, F_RID]
+            f[r, F_MPOS] = f[m, F_POS]
+            f[r, F_MQ] = mapq[m]
+            if not mine:   # placed at its mate
+                f[r, F_RID] = f[m, F_RID]
+                f[r, F_POS] = f[m, F_POS]
+        elif mine:
+            f[r, F_MRID] = f[r, F_RID]
+            f[r, F_MPOS] = f[r, F_POS]
+        if mine and mates and f[r, F_RID] == f[m, F_RID]:
+            five = f[r, F_END] if f[r, F_FLAG] & FLAG_REVERSE else f[r, F_POS]
+            mate_five = f[m, F_END] if f[m, F_FLAG] & FLAG_REVERSE else f[m, F_POS]
+            f[r, F_TLEN] = mate_five - five
+    return f
+
+
+@njit(cache=True, nogil=True, inline='always')
+def put_cigar_op(buf, off, op, ln, text, write):
+    """One CIGAR operation: binary (length << 4 | op) or as text ('12M')."""
+    if not text:
+        return put_int(buf, off, (ln << 4) | op, 4, write)
+    off = put_decimal(buf, off, ln, write)
+    if write:
+        buf[off] = CIGAR_CHARS[op]
+    return off + 1
+
+
+@njit(cache=True, nogil=True, inline='always')
+def put_cigar(buf, off, aln, row, n, text, write):
+    """The CIGAR of a traceback row (read length n), soft clips included: binary (the record's
+    own) or as text (the MC tag)."""
+    ops, lens, trace = aln[5], aln[6], aln[7]
+    qs = trace[row, TR_READ_START]
+    qe = trace[row, TR_END_ROW]
+    if qs > 0:
+        off = put_cigar_op(buf, off, OP_S, qs, text, write)
+    for x in range(trace[row, TR_NOPS]):
+        off = put_cigar_op(buf, off, ops[row, x], lens[row, x], text, write)
+    if qe < n:
+        off = put_cigar_op(buf, off, OP_S, n - qe, text, write)
+    return off
+
+
+@njit(cache=True, nogil=True, inline='always')
+def put_seq_qual(buf, off, q, quals, qoff, n, reverse, write):
+    """SEQ (two bases a byte) and QUAL of a read; q: its codes in reference orientation."""
+    for i in range(0, n, 2):
+        if write:
+            hi = SEQ_NIBBLE[q[qoff + i]] << 4
+            lo = SEQ_NIBBLE[q[qoff + i + 1]] if i + 1 < n else 0
+            buf[off] = hi | lo
+        off += 1
+    for i in range(n):
+        if write:
+            buf[off + i] = quals[qoff + (n - 1 - i if reverse else i)]
+    return off + n
+
+
+@njit(cache=True, nogil=True, inline='always')
+def put_alignment_tags(buf, off, r, q, qoff, aln, ref, write):
+    """NM, MD, AS and XS (when there is a second best score) of mapped read r."""
+    row_of, _, _, score, sub, ops, lens, trace = aln
+    row = row_of[r]
+    # NM comes first (samtools' order): one MD walk counts NM and MD's length, a second writes MD
+    md_len, nm = md_and_nm(q, qoff, ops, lens, trace, row, ref, buf, 0, False)
+    off = put_int_tag(buf, off, 78, 77, nm, write)                      # NM
+    off = put_tag_head(buf, off, 77, 68, 90, write)                      # MD:Z
+    if write:
+        md_and_nm(q, qoff, ops, lens, trace, row, ref, buf, off, True)
+        buf[off + md_len] = 0
+    off = put_int_tag(buf, off + md_len + 1, 65, 83, score[r], write)   # AS
+    if sub[r] >= 0:
+        off = put_int_tag(buf, off, 88, 83, sub[r], write)               # XS
+    return off
+
+
+@njit(cache=True, nogil=True, inline='always')
+def put_mate_tags(buf, off, m, mate_len, aln, mq, write):
+    """MC (the CIGAR of mapped mate m, read length mate_len) and MQ (its MAPQ, mq)."""
+    off = put_tag_head(buf, off, 77, 67, 90, write)                      # MC:Z
+    off = put_cigar(buf, off, aln, aln[0][m], mate_len, True, write)    # aln[0]: row_of
+    if write:
+        buf[off] = 0
+    return put_int_tag(buf, off + 1, 77, 81, mq, write)                  # MQ
+
+
+@njit(cache=True, nogil=True)
+def encode_record(r, reads, aln, ref, rg, fields, buf, off, write):
+    """The BAM record of read r at off (fields: its record_fields row; rg: the read group ID's
+    bytes, empty for none). Returns the offset after it; with write False only measures."""
+    names, name_off, codes, rc_codes, quals, read_off = reads
+    row_of, key, mapq, _, _, _, _, trace = aln
+    start = off
+    row = row_of[r]
+    n = read_off[r + 1] - read_off[r]
+    lname = name_off[r + 1] - name_off[r]
+    pos = fields[F_POS]   # an unmapped read sits at its mate's position when the mate mapped
+    ncig = 0   # CIGAR operations, soft clips included
+    if row >= 0:
+        ncig = trace[row, TR_NOPS] + (1 if trace[row, TR_READ_START] > 0 else 0) \
+            + (1 if trace[row, TR_END_ROW] < n else 0)
+    off += 4                                   # block_size, filled below
+    off = put_int(buf, off, fields[F_RID], 4, write)
+    off = put_int(buf, off, pos, 4, write)
+    off = put_int(buf, off, lname + 1, 1, write)
+    off = put_int(buf, off, mapq[r] if row >= 0 else 0, 1, write)
+    off = put_int(buf, off, reg2bin(pos, max(fields[F_END], pos + 1)) if pos >= 0 else reg2bin(-1, 0), 2, write)
+    off = put_int(buf, off, ncig, 2, write)
+    off = put_int(buf, off, fields[F_FLAG], 2, write)
+    off = put_int(buf, off, n, 4, write)
+    off = put_int(buf, off, fields[F_MRID], 4, write)      # next refID
+    off = put_int(buf, off, fields[F_MPOS], 4, write)      # next pos
+    off = put_int(buf, off, fields[F_TLEN], 4, write)
+    for i in range(lname):
+        if write:
+            buf[off + i] = names[name_off[r] + i]
+    off += lname
+    if write:
+        buf[off] = 0
+    off += 1
+    reverse = row >= 0 and key[r] >= STRAND_BIT
+    q = rc_codes if reverse else codes
+    if row >= 0:
+        off = put_cigar(buf, off, aln, row, n, False, write)
+    off = put_seq_qual(buf, off, q, quals, read_off[r], n, reverse, write)
+    if row >= 0:
+        off = put_alignment_tags(buf, off, r, q, read_off[r], aln, ref, write)
+    m = r ^ 1
+    if fields[F_FLAG] & FLAG_PAIRED and row_of[m] >= 0:
+        off = put_mate_tags(buf, off, m, read_off[m + 1] - read_off[m], aln, fields[F_MQ], write)
+    if rg.shape[0] > 0:
+        off = put_tag_head(buf, off, 82, 71, 90, write)                  # RG:Z
+        for i in range(rg.shape[0]):
+            if write:
+                buf[off + i] = rg[i]
+        if write:
+            buf[off + rg.shape[0]] = 0
+        off += rg.shape[0] + 1
+    put_int(buf, start, off - start - 4, 4, write)
+    return off
+
+
+@njit(cache=True, nogil=True)
+def encode_batch(reads, aln, ref, rg, proper, paired):
+    """All records of a batch, in read order: (bytes, record offsets[n+1], coordinate sort keys).
+
+    Serial and GIL-free: batches are encoded side by side on threads while the next one maps.
+    A sort key orders by contig, position, then forward before reverse strand (as samtools).
+    """
+    fields = record_fields(aln, ref, proper, paired)
+    n = fields.shape[0]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    scratch = np.zeros(1, dtype=np.uint8)
+    for r in range(n):
+        offsets[r + 1] = offsets[r] + encode_record(r, reads, aln, ref, rg, fields[r], scratch, 0, False)
+    buf = np.empty(offsets[n], dtype=np.uint8)
+    keys = np.full(n, UNMAPPED_KEY, dtype=np.int64)
+    for r in range(n):
+        encode_record(r, reads, aln, ref, rg, fields[r], buf, offsets[r], True)
+        if fields[r, F_RID] >= 0:
+            strand = 1 if fields[r, F_FLAG] & FLAG_REVERSE else 0
+            keys[r] = (fields[r, F_RID] << 33) | (fields[r, F_POS] << 1) | strand
+    return buf, offsets, keys
+
+
+def kernel_args(batch, res, genome):
+    """A batch and its mapping result as the kernels take them: (reads, aln, ref, proper, paired)."""
+    row_of = np.full(len(batch), -1, dtype=np.int64)
+    row_of[res.mapped] = np.arange(len(res.mapped))
+    reads = (batch.names, batch.name_off, batch.codes, batch.rc_codes, batch.quals, batch.read_off)
+    aln = (row_of, res.key, res.mapq, res.score, res.sub, np.ascontiguousarray(res.ops),
+           np.ascontiguousarray(res.lens), res.trace)
+    paired = res.proper is not None
+    return reads, aln, (genome.packed, genome.nmask, genome.offsets), res.proper if paired else row_of, paired
+
+
+def batch_bam_records(batch, res, genome, rg_id):
+    """The BAM records of a batch, in input order: (bytes, record offsets, coordinate sort keys)."""
+    rg = np.frombuffer((rg_id or "").encode(), dtype=np.uint8)
+    reads, aln, ref, proper, paired = kernel_args(batch, res, genome)
+    buf, offsets, keys = encode_batch(reads, aln, ref, rg, proper, paired)
+    if batch.has_comments:   # read with -C: the comments' tags end each record
+        _, _, tags, tag_off = comment_tags(batch.comments, batch.comment_off)
+        buf, offsets = append_tags(buf, offsets, tags, tag_off)
+    return buf, offsets, keys

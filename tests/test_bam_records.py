@@ -1,0 +1,79 @@
+"""bam/records.py's MD and NM (the one implementation, for BAM and SAM text alike) on hand-worked
+cases and against the naive reference on random alignments (from the seeded `rng`); CIGARs with
+soft clips (bam/sam_records.py)."""
+
+import numpy as np
+
+from gpualign.bam.records import md_and_nm
+from gpualign.bam.sam_records import full_cigar
+from gpualign.encode import OP_D, OP_I, OP_M, OP_S, pack_codes, pack_nmask
+from gpualign.extend import TR_COLUMNS, TR_END_ROW, TR_NOPS, TR_READ_START, TR_REF_START
+
+import naive
+
+
+def codes(s):
+    return np.array(["ACGTN".index(c) for c in s], dtype=np.uint8)
+
+
+def md_nm(query, genome, cigar, gstart=0):
+    """md_and_nm of cigar (soft clips included) placing query at genome[gstart:], as (MD, NM)."""
+    core = [(op, ln) for op, ln in cigar if op != OP_S]
+    qs = cigar[0][1] if cigar[0][0] == OP_S else 0
+    ops = np.array([[op for op, _ in core]], dtype=np.uint8)
+    lens = np.array([[ln for _, ln in core]], dtype=np.int32)
+    trace = np.zeros((1, TR_COLUMNS), dtype=np.int64)
+    trace[0, TR_READ_START], trace[0, TR_REF_START], trace[0, TR_NOPS] = qs, gstart, len(core)
+    trace[0, TR_END_ROW] = len(query) - (cigar[-1][1] if cigar[-1][0] == OP_S else 0)
+    ref = (pack_codes(genome), pack_nmask(genome), np.zeros(1, dtype=np.int64))
+    size, nm = md_and_nm(query, 0, ops, lens, trace, 0, ref, np.zeros(1, dtype=np.uint8), 0, False)
+    buf = np.zeros(size, dtype=np.uint8)
+    end, nm_written = md_and_nm(query, 0, ops, lens, trace, 0, ref, buf, 0, True)
+    assert (end, nm_written) == (size, nm)
+    return bytes(buf).decode(), nm
+
+
+def test_md_and_nm_follow_the_sam_spec():
+    # 2M1D5M of read ACGTTAN on reference ACAGTCAG: deletion of A, T/C mismatch, N/G mismatch
+    assert md_nm(codes("ACGTTAN"), codes("ACAGTCAG"), [(OP_M, 2), (OP_D, 1), (OP_M, 5)]) == ("2^A2C1G0", 3)
+    # a mismatch right after a deletion needs a 0 between them
+    assert md_nm(codes("ACTT"), codes("ACGAT"), [(OP_M, 2), (OP_D, 1), (OP_M, 2)]) == ("2^G0A1", 2)
+
+
+def test_md_nm_with_insertion_and_clips():
+    cigar = [(OP_S, 2), (OP_M, 3), (OP_I, 2), (OP_M, 2)]
+    assert md_nm(codes("TTACGAAGT"), codes("ACGGT"), cigar) == ("5", 2)
+
+
+def test_md_and_nm_match_the_naive_reference(rng):
+    genome = rng.integers(0, 4, size=3000).astype(np.uint8)
+    genome[rng.random(3000) < 0.02] = 4
+    for _ in range(300):
+        cigar = [(OP_S, int(rng.integers(1, 6)))] if rng.random() < 0.3 else []
+        cigar += [(OP_M, int(rng.integers(1, 30)))]
+        for _ in range(int(rng.integers(0, 4))):
+            cigar += [(int(rng.choice([OP_I, OP_D])), int(rng.integers(1, 5))), (OP_M, int(rng.integers(1, 30)))]
+        if rng.random() < 0.3:
+            cigar.append((OP_S, int(rng.integers(1, 6))))
+        span = sum(ln for op, ln in cigar if op in (OP_M, OP_D))
+        gstart = int(rng.integers(0, len(genome) - span))
+        query, gi = [], gstart
+        for op, ln in cigar:
+            if op == OP_M:
+                seg = genome[gi:gi + ln].copy()
+                change = rng.random(ln) < 0.1
+                seg[change] = rng.integers(0, 5, size=int(change.sum()))
+                query += list(seg)
+            elif op in (OP_I, OP_S):
+                query += list(rng.integers(0, 5, size=ln))
+            gi += ln if op in (OP_M, OP_D) else 0
+        query = np.array(query, dtype=np.uint8)
+        expected = naive.md_nm(query, genome[gstart:gstart + span], cigar)
+        assert md_nm(query, genome, cigar, gstart) == expected, (cigar, gstart)
+
+
+def test_full_cigar_adds_soft_clips():
+    ops = np.array([OP_M, OP_I, OP_M], dtype=np.uint8)
+    lens = np.array([5, 1, 3], dtype=np.int32)
+    assert full_cigar(ops, lens, 3, 2, 11, 14) == [(OP_S, 2), (OP_M, 5), (OP_I, 1), (OP_M, 3), (OP_S, 3)]
+    assert full_cigar(ops, lens, 1, 0, 5, 5) == [(OP_M, 5)]

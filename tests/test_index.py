@@ -1,0 +1,73 @@
+"""The k-mer index (index.py) against naive.py's dictionary of positions, on seeded random genomes
+with N runs and several contigs, some shorter than k."""
+
+import numpy as np
+import pytest
+
+from gpualign.encode import pack_codes, pack_nmask
+from gpualign.genome import Genome
+from gpualign.index import build_index
+
+import naive
+
+KS = (4, 5, 7, 10)
+
+
+def random_contigs(rng, k):
+    """Base codes per contig: a few contigs of random lengths (one at most k - 1, one exactly k),
+    N runs of various lengths, a contig that is all N now and then, and a low-complexity stretch
+    (full bins)."""
+    lengths = [int(rng.integers(1, k)), k] + [int(rng.integers(1, 400)) for _ in range(rng.integers(1, 5))]
+    contigs = []
+    for n in rng.permutation(lengths):
+        codes = rng.integers(0, 4, size=n).astype(np.uint8)
+        for _ in range(rng.integers(0, 4)):
+            s = int(rng.integers(0, n))
+            codes[s:s + int(rng.integers(1, 2 * k))] = 4
+        if n > 60 and rng.random() < 0.5:
+            s = int(rng.integers(0, n - 40))
+            codes[s:s + 40] = np.resize(rng.integers(0, 4, size=int(rng.integers(1, 3))), 40)
+        if rng.random() < 0.1:
+            codes[:] = 4
+        contigs.append(codes)
+    return contigs
+
+
+def genome_of(contigs) -> Genome:
+    codes = np.concatenate(contigs)
+    lengths = np.array([len(c) for c in contigs], dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    return Genome(pack_codes(codes), pack_nmask(codes), [f"c{i}" for i in range(len(contigs))], lengths, offsets)
+
+
+# chunk: k-mer starts between progress checks; small chunks split contigs, which must change nothing
+@pytest.mark.parametrize("chunk", [1 << 24, 1, 13], ids=["whole", "chunk1", "chunk13"])
+@pytest.mark.parametrize("k", KS)
+def test_build_index_matches_naive(rng, k, chunk):
+    for _ in range(3):
+        contigs = random_contigs(rng, k)
+        genome = genome_of(contigs)
+        assert genome.codes().tolist() == np.concatenate(contigs).tolist()
+        index = build_index(genome, k=k, max_occ=5, chunk=chunk)
+        offsets, positions = naive.naive_index(contigs, k)
+        assert index.k == k
+        assert index.offsets.shape == (4 ** k + 1,)
+        assert np.array_equal(index.offsets, offsets), "bin sizes differ"
+        assert index.positions.dtype == np.uint32
+        assert index.positions.tolist() == positions
+
+
+def test_capped_bins_count_the_bins_over_max_occ(rng):
+    k = 4
+    contigs = random_contigs(rng, k) + [rng.integers(0, 4, size=1500).astype(np.uint8)]
+    genome = genome_of(contigs)
+    sizes = sorted({len(v) for v in naive.naive_bins(contigs, k).values()})
+    assert len(sizes) > 5
+    # max_occ at bin sizes that occur (the boundary: a bin of exactly max_occ is not capped), and around
+    for max_occ in {1, sizes[0], sizes[len(sizes) // 2], sizes[len(sizes) // 2] - 1, sizes[-1], sizes[-1] + 1}:
+        if max_occ < 1:
+            continue
+        index = build_index(genome, k=k, max_occ=max_occ)
+        want = sum(len(v) > max_occ for v in naive.naive_bins(contigs, k).values())
+        assert (index.max_occ, index.capped_bins) == (max_occ, want)
+    assert build_index(genome, k=k, max_occ=sizes[-1]).capped_bins == 0

@@ -1,0 +1,154 @@
+"""The BAM writers: UnsortedBam keeps the input order; SortedBam writes the records in coordinate
+order (ties in input order, unmapped reads last), exactly as `samtools sort` orders the unsorted
+output, whatever the batches and threads, and indexes them. Records are made by pysam (htslib)
+on several contigs, so the writers are checked on records they did not encode themselves; the
+last test runs the whole command line on reads mapped to a random genome."""
+
+import os
+import time
+
+import numpy as np
+import pysam
+import pytest
+
+from gpualign.bam import sort
+from gpualign.bam.sort import SortedBam, UnsortedBam
+from gpualign.cli import main
+
+from helpers import (bam_record_bytes, coordinate_keys, random_alignments, random_genome, simulate_pairs,
+                     write_fastq)
+
+LENGTHS = (2_000_000, 300_000, 40_000, 5_000, 1_000)
+
+
+def make_header(order="coordinate"):
+    return pysam.AlignmentHeader.from_dict({
+        "HD": {"VN": "1.6", "SO": order},
+        "SQ": [{"SN": f"c{i}", "LN": ln} for i, ln in enumerate(LENGTHS)]})
+
+
+def cut(rng, items, n):
+    """items in n consecutive batches of random sizes (some may be empty)."""
+    edges = sorted(rng.integers(0, len(items) + 1, size=n - 1).tolist())
+    return [items[a:b] for a, b in zip([0, *edges], [*edges, len(items)])]
+
+
+def records(path):
+    with pysam.AlignmentFile(path) as bam:
+        return [r.to_string() for r in bam]
+
+
+def sorted_and_unsorted(tmp_path, rng, segments, n_batches, threads):
+    """(s.bam written by SortedBam with s.bam.bai, u.bam written by UnsortedBam) of segments cut
+    into n_batches batches; each batch takes a random time to encode, so later ones can finish
+    first on the sinks' worker threads."""
+    header = make_header()
+    encoded = [(*bam_record_bytes(header, b, tmp_path), coordinate_keys(b)) for b in cut(rng, segments, n_batches)]
+    delays = rng.random(len(encoded)) * 0.01
+
+    def encode(i, result):
+        assert result == f"result {i}"
+        time.sleep(delays[i])
+        return encoded[i]
+
+    sorted_bam, unsorted_bam = str(tmp_path / "s.bam"), str(tmp_path / "u.bam")
+    for sink in (SortedBam(sorted_bam, header, encode, 6, threads, index_path=sorted_bam + ".bai",
+                           work_dir=str(tmp_path)),
+                 UnsortedBam(unsorted_bam, make_header("unsorted"), encode, 6, threads)):
+        try:
+            for i in range(len(encoded)):
+                sink.add(i, f"result {i}")
+        except BaseException:
+            sink.abort()
+            raise
+        sink.close()
+    return sorted_bam, unsorted_bam
+
+
+@pytest.mark.parametrize("n, batches, threads, gather", [(1500, 1, 1, 1 << 16), (2000, 9, 2, 37), (2000, 40, 4, 1)])
+def test_sorted_records_are_samtools_sort_of_the_unsorted_ones(tmp_path, rng, monkeypatch, n, batches, threads, gather):
+    monkeypatch.setattr(sort, "GATHER_RECORDS", gather)   # the final pass gathers the records in parts
+    segments = random_alignments(rng, make_header(), n, with_reads=range(4))   # c4: no reads
+    sorted_bam, unsorted_bam = sorted_and_unsorted(tmp_path, rng, segments, batches, threads)
+    given = [s.to_string() for s in segments]
+    assert records(unsorted_bam) == given
+    pysam.sort("-o", str(tmp_path / "ref.bam"), unsorted_bam)
+    ours = records(sorted_bam)
+    assert ours == records(str(tmp_path / "ref.bam"))
+    # the order itself: contig, position, forward first; ties in input order; unplaced reads last
+    keys = coordinate_keys(segments)
+    order = sorted(range(n), key=lambda i: keys[i])
+    assert ours == [given[i] for i in order]
+    unplaced = [g for g, s in zip(given, segments) if s.reference_id < 0]
+    assert unplaced and ours[-len(unplaced):] == unplaced
+    placed = keys[keys != keys.max()]
+    assert len(np.unique(placed)) < len(placed)   # there were ties to keep in order
+    with pysam.AlignmentFile(sorted_bam) as bam:
+        assert bam.header.to_dict() == make_header().to_dict()
+        assert bam.check_index()
+        for tid, contig in enumerate(bam.references):   # the .bai finds each contig's records
+            assert [r.to_string() for r in bam.fetch(contig)] == \
+                [given[i] for i in order if segments[i].reference_id == tid]
+    # the run file beside the output is gone
+    assert sorted(os.listdir(tmp_path)) == ["ref.bam", "s.bam", "s.bam.bai", "u.bam"]
+
+
+@pytest.mark.parametrize("kind", ["none", "unplaced only", "one contig"])
+def test_edge_inputs_give_a_valid_sorted_indexed_bam(tmp_path, rng, kind):
+    header = make_header()
+    segments = random_alignments(rng, header, 300, with_reads=[2])
+    if kind == "none":
+        segments = []
+    elif kind == "unplaced only":
+        segments = [s for s in segments if s.reference_id < 0]
+    sorted_bam, unsorted_bam = sorted_and_unsorted(tmp_path, rng, segments, 3, 2)
+    pysam.sort("-o", str(tmp_path / "ref.bam"), unsorted_bam)
+    assert records(sorted_bam) == records(str(tmp_path / "ref.bam"))
+    os.rename(sorted_bam + ".bai", tmp_path / "ours.bai")
+    pysam.index(sorted_bam)
+    theirs = pysam.idxstats(sorted_bam)
+    os.replace(tmp_path / "ours.bai", sorted_bam + ".bai")
+    assert pysam.idxstats(sorted_bam) == theirs
+
+
+def test_an_aborted_sorted_writer_leaves_nothing(tmp_path, rng):
+    header = make_header()
+    buf, offsets = bam_record_bytes(header, random_alignments(rng, header, 50), tmp_path)
+    out = SortedBam(str(tmp_path / "s.bam"), header, lambda b, r: (buf, offsets, coordinate_keys(b)), 1, 2,
+                    index_path=str(tmp_path / "s.bam.bai"), work_dir=str(tmp_path))
+    assert len(os.listdir(tmp_path)) == 1   # its run file's folder
+    out.add(random_alignments(rng, header, 50), None)
+    out.abort()
+    assert os.listdir(tmp_path) == []
+
+
+def test_map_sorts_paired_reads_on_several_contigs_as_samtools(tmp_path, rng):
+    """The command line, mapping interleaved pairs (some with a mate that cannot map, which is
+    placed at its mate's position) to three contigs, in several batches on two threads."""
+    genome, seqs = random_genome(rng, lengths=(5000, 3000, 1500), repeat=0)
+    fa = tmp_path / "ref.fa"
+    fa.write_text("".join(f">chr{i + 1}\n{s}\n" for i, s in enumerate(seqs)))
+    _, (names, reads, quals) = simulate_pairs(rng, seqs, 150, length=60, insert=(300, 30))
+    for f in range(0, 150, 10):   # junk mates: unmapped, placed at the mapped mate's position
+        reads[2 * f + 1] = b"".join(rng.choice([b"A", b"C", b"G", b"T"], size=60))
+        quals[2 * f + 1] = b"I" * 60
+    for f in range(5, 150, 25):   # copies of fragment 0: ties, kept in input order
+        names[2 * f:2 * f + 2] = [b"dup%d" % f] * 2
+        reads[2 * f:2 * f + 2] = reads[:2]
+        quals[2 * f:2 * f + 2] = quals[:2]
+    write_fastq(tmp_path / "reads.fq", names, reads, quals)
+    prefix = str(tmp_path / "idx")
+    assert main(["index", str(fa), "-p", prefix, "-k", "8"]) == 0
+    common = ["map", prefix, str(tmp_path / "reads.fq"), "-p", "-t", "2", "--backend", "cpu", "--batch-size", "40"]
+    assert main([*common, "-o", str(tmp_path / "s.bam")]) == 0
+    assert main([*common, "-o", str(tmp_path / "u.bam"), "--unsorted"]) == 0
+    pysam.sort("-o", str(tmp_path / "ref.bam"), str(tmp_path / "u.bam"))
+    ours = records(str(tmp_path / "s.bam"))
+    assert ours == records(str(tmp_path / "ref.bam"))
+    with pysam.AlignmentFile(str(tmp_path / "s.bam")) as bam:
+        assert sum(1 for r in bam if r.is_unmapped and r.reference_id >= 0) >= 10   # junk mates, placed
+    os.rename(tmp_path / "s.bam.bai", tmp_path / "ours.bai")
+    pysam.index(str(tmp_path / "s.bam"))
+    theirs = pysam.idxstats(str(tmp_path / "s.bam"))
+    os.replace(tmp_path / "ours.bai", tmp_path / "s.bam.bai")
+    assert pysam.idxstats(str(tmp_path / "s.bam")) == theirs
