@@ -19,7 +19,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 nproc | tee -a "$OUT/machine.txt"
 
 echo "== 1. tests on the GPU"
-NUMBA_ENABLE_CUDASIM=0 python3 -m pytest -q -p no:cacheprovider tests/test_backends.py tests/test_core.py \
+NUMBA_ENABLE_CUDASIM=0 python3 -m pytest -q -p no:cacheprovider tests/test_backends.py tests/test_seed.py tests/test_extend.py \
     -W "ignore::numba.core.errors.NumbaPerformanceWarning" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -n 3
 
 echo "== 2. demo workflow, cuda then cpu"

@@ -13,7 +13,7 @@ W=/tmp/cli; rm -rf $W; mkdir -p $W
 D=resources/demo
 
 echo "== 1. tests on the GPU"
-NUMBA_ENABLE_CUDASIM=0 python3 -m pytest -q -p no:cacheprovider tests/test_backends.py tests/test_core.py \
+NUMBA_ENABLE_CUDASIM=0 python3 -m pytest -q -p no:cacheprovider tests/test_backends.py tests/test_seed.py tests/test_extend.py \
     tests/test_pairing.py -W "ignore::numba.core.errors.NumbaPerformanceWarning" 2>&1 | tail -n 3
 
 echo "== 2. compile, then every input and output form"

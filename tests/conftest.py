@@ -72,3 +72,24 @@ def pytest_runtest_makereport(item, call):
         else:
             report.sections.append(("random inputs", text))
     return report
+
+
+@pytest.fixture(params=["cpu", "cuda"])
+def backend(request, monkeypatch):
+    """Each backend module: cpu, and cuda in numba's simulator (launch configuration patched small,
+    so even tiny inputs take several blocks)."""
+    from gpualign.backends import cpu, cuda, launch
+    if request.param == "cuda":
+        monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 4)
+        return cuda
+    return cpu
+
+
+@pytest.fixture
+def world(rng):
+    """(rng, genome, seqs, index): two random contigs with a 120 bp repeat, and their k=8 index."""
+    from gpualign.index import build_index
+    from helpers import random_genome
+    genome, seqs = random_genome(rng, lengths=(1500, 700), repeat=120)
+    index = build_index(genome, k=8, max_occ=50)
+    return rng, genome, seqs, index

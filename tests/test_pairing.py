@@ -5,23 +5,19 @@ import numpy as np
 import pysam
 import pytest
 
-from gpualign import core, pairing
+from gpualign import pairing
+from gpualign.batches import as_batches, block_starts, fragments_per_batch
+from gpualign.encode import DIAG_BIAS, STRAND_BIT
+from gpualign.extend import TR_REF_START
 from gpualign.index import build_index
-from gpualign.mapper import as_batches, map_batch, map_pair_batch, map_reads
-from gpualign.params import MapParams
+from gpualign.mapper import map_batch, map_pair_batch, map_reads
+from gpualign.options import TUNING, MapParams, Tuning
 from gpualign.reads import concatenate, encode_reads, interleave, subset
 
 from helpers import COMP, random_genome, simulate_pairs
-from test_backends import backend  # noqa: F401  (cpu, and cuda in the simulator)
 
-P = MapParams(max_indels=3, max_candidates=4, max_hits=256)
-
-
-@pytest.fixture
-def small_blocks(monkeypatch):
-    """Estimate blocks of 24 fragments (an estimate from 8), so tiny inputs hold several."""
-    monkeypatch.setattr(pairing, "INSERT_BLOCK", 24)
-    monkeypatch.setattr(pairing, "MIN_FRAGMENTS", 8)
+# estimate blocks of 24 fragments (an estimate from 8), so tiny inputs hold several
+P = MapParams(max_indels=3, max_candidates=4, max_hits=256, tuning=Tuning(insert_block=24, min_fragments=8))
 
 
 @pytest.fixture
@@ -40,20 +36,19 @@ def true_starts(name):
     return contig, int(s1) - 1, int(s2) - 1
 
 
-def test_block_starts_join_a_short_tail_and_batches_hold_whole_blocks(monkeypatch, rng):
-    assert pairing.block_starts(95, 40).tolist() == [0, 40, 95]       # tail of 15 joins
-    assert pairing.block_starts(100, 30).tolist() == [0, 30, 60, 100]       # tail of 10 joins
-    assert pairing.block_starts(105, 30).tolist() == [0, 30, 60, 90, 105]   # tail 15 = half: own block
-    assert pairing.block_starts(10, 30).tolist() == [0, 10]
-    assert pairing.block_starts(0, 30).tolist() == [0, 0]
-    monkeypatch.setattr(pairing, "INSERT_BLOCK", 10)
-    assert pairing.fragments_per_batch(2) == 10 and pairing.fragments_per_batch(45) == 20
+def test_block_starts_join_a_short_tail_and_batches_hold_whole_blocks(rng):
+    assert block_starts(95, 40).tolist() == [0, 40, 95]       # tail of 15 joins
+    assert block_starts(100, 30).tolist() == [0, 30, 60, 100]       # tail of 10 joins
+    assert block_starts(105, 30).tolist() == [0, 30, 60, 90, 105]   # tail 15 = half: own block
+    assert block_starts(10, 30).tolist() == [0, 10]
+    assert block_starts(0, 30).tolist() == [0, 0]
+    assert fragments_per_batch(2, 10) == 10 and fragments_per_batch(45, 10) == 20
     # a paired batch stream is cut into whole blocks; a final batch under half a block joins the last
     _, seqs = random_genome(rng, lengths=(3000,), repeat=0)
     reads, _ = simulate_pairs(rng, seqs, 64, length=30)
-    sizes = [len(b) // 2 for b in as_batches(reads, 45, paired=True)]
+    sizes = [len(b) // 2 for b in as_batches(reads, 45, paired=True, block=10)]
     assert sizes == [20, 20, 24]
-    assert [len(b) // 2 for b in as_batches(reads, 1000, paired=True)] == [64]
+    assert [len(b) // 2 for b in as_batches(reads, 1000, paired=True, block=10)] == [64]
 
 
 def test_insert_estimate_recovers_mean_and_sd_despite_outliers(rng):
@@ -64,12 +59,12 @@ def test_insert_estimate_recovers_mean_and_sd_despite_outliers(rng):
     lengths = np.full(2 * n, length, dtype=np.int64)
     key = np.empty(2 * n, dtype=np.int64)
     starts = rng.integers(1000, 10_000_000, size=n)
-    key[0::2] = starts + core.DIAG_BIAS                                          # R1 forward
-    key[1::2] = core.STRAND_BIT + starts + inserts - length + core.DIAG_BIAS     # R2 reverse, ends the fragment
+    key[0::2] = starts + DIAG_BIAS                                          # R1 forward
+    key[1::2] = STRAND_BIT + starts + inserts - length + DIAG_BIAS     # R2 reverse, ends the fragment
     mapq = np.full(2 * n, 60, dtype=np.int64)
     mapq[2 * 5] = 0                                                              # not confident: left out
     stats = pairing.insert_estimates(key, mapq, np.zeros(2 * n, dtype=np.bool_), lengths,
-                                     np.array([0], dtype=np.int64), np.array([0, n], dtype=np.int64), 16)
+                                     np.array([0], dtype=np.int64), np.array([0, n], dtype=np.int64), TUNING)
     valid, mean, sd, low, high, count = stats[0]
     assert valid == 1 and count == n - 1
     assert mean == pytest.approx(350, abs=4) and sd == pytest.approx(30, rel=0.15)
@@ -79,18 +74,18 @@ def test_insert_estimate_recovers_mean_and_sd_despite_outliers(rng):
     assert high == pytest.approx(max(mean + 4 * sd, q3 + 3 * (q3 - q1)), abs=1)
     # too few fragments: no estimate
     few = pairing.insert_estimates(key[:20], mapq[:20], np.zeros(20, dtype=np.bool_), lengths[:20],
-                                   np.array([0], dtype=np.int64), np.array([0, 10], dtype=np.int64), 16)
+                                   np.array([0], dtype=np.int64), np.array([0, 10], dtype=np.int64), TUNING)
     assert few[0, 0] == 0
 
 
 def test_fr_insert_and_penalty():
     c_off = np.array([0, 1000], dtype=np.int64)
-    fwd = 100 + core.DIAG_BIAS
-    rev = core.STRAND_BIT + 400 + core.DIAG_BIAS
-    assert pairing.fr_insert(fwd, 50, rev, 50, c_off) == 350 == pairing.fr_insert(rev, 50, fwd, 50, c_off)
-    assert pairing.fr_insert(fwd, 50, fwd + 300, 50, c_off) == -1             # same strand
-    assert pairing.fr_insert(rev - 400, 50, fwd, 50, c_off) == -1             # RF: reverse mate ends first
-    assert pairing.fr_insert(fwd + 850, 50, rev + 700, 50, c_off) == -1       # across two contigs
+    fwd = 100 + DIAG_BIAS
+    rev = STRAND_BIT + 400 + DIAG_BIAS
+    assert pairing.fr_insert(fwd, 50, rev, 50, c_off, TUNING.max_fragment) == 350 == pairing.fr_insert(rev, 50, fwd, 50, c_off, TUNING.max_fragment)
+    assert pairing.fr_insert(fwd, 50, fwd + 300, 50, c_off, TUNING.max_fragment) == -1             # same strand
+    assert pairing.fr_insert(rev - 400, 50, fwd, 50, c_off, TUNING.max_fragment) == -1             # RF: reverse mate ends first
+    assert pairing.fr_insert(fwd + 850, 50, rev + 700, 50, c_off, TUNING.max_fragment) == -1       # across two contigs
     pens = [pairing.insert_penalty(300 + d, 300.0, 20.0, 1) for d in (0, 20, 40, 60, 80)]
     assert pens[0] == 0 and pens == sorted(pens) and pens[-1] == 7
 
@@ -99,13 +94,13 @@ def mapped_positions(batch, res, genome):
     """Per read: (contig, leftmost reference position) or None, from a BatchResult."""
     out = [None] * len(batch)
     for row, r in enumerate(res.mapped):
-        g = int(res.trace[row, 2])
+        g = int(res.trace[row, TR_REF_START])
         c = int(np.searchsorted(genome.offsets, g, side="right") - 1)
         out[r] = (f"chr{c + 1}", g - int(genome.offsets[c]))
     return out
 
 
-def test_pairs_are_placed_together_and_flagged_proper(backend, world, small_blocks):  # noqa: F811
+def test_pairs_are_placed_together_and_flagged_proper(backend, world):  # noqa: F811
     rng, genome, seqs, index = world
     batch, (names, _, _) = simulate_pairs(rng, seqs, 72, length=50, insert=(250, 25))
     res = map_pair_batch(batch, genome, index, P, backend)
@@ -122,7 +117,7 @@ def test_pairs_are_placed_together_and_flagged_proper(backend, world, small_bloc
     assert np.array_equal(res.proper[0::2], res.proper[1::2])   # a pair is proper as a whole
 
 
-def test_mate_rescue_places_a_mate_that_has_no_seed(backend, world, small_blocks):  # noqa: F811
+def test_mate_rescue_places_a_mate_that_has_no_seed(backend, world):  # noqa: F811
     """R2 of fragment 0 has a mismatch every 8th base, so it holds no exact 8-mer at all: only the
     rescue's Smith-Waterman over the insert window can place it, next to its mate."""
     rng, genome, seqs, index = world
@@ -141,7 +136,7 @@ def test_mate_rescue_places_a_mate_that_has_no_seed(backend, world, small_blocks
     assert res.proper[0] == res.proper[1] == 1
 
 
-def test_the_mate_picks_the_right_copy_of_a_repeat(backend, small_blocks, rng):  # noqa: F811
+def test_the_mate_picks_the_right_copy_of_a_repeat(backend, rng):  # noqa: F811
     """R1 lies in an exact repeat (two copies); R2 is unique: the pair picks the copy R2 is beside,
     with a MAPQ the single-end read (a coin toss at MAPQ 0) could not have."""
     unit = "".join(rng.choice(list("ACGT"), size=400))
@@ -164,7 +159,7 @@ def test_the_mate_picks_the_right_copy_of_a_repeat(backend, small_blocks, rng): 
     assert res.proper[0] == 1 and res.mapq[0] > 0
 
 
-def test_paired_backends_and_batch_sizes_give_identical_records(world, small_blocks, tmp_path):
+def test_paired_backends_and_batch_sizes_give_identical_records(world, tmp_path):
     rng, genome, seqs, index = world
     batch, _ = simulate_pairs(rng, seqs, 130, length=50, insert=(250, 30), sub=0.03, indel=0.01)
     records = {}
@@ -189,7 +184,7 @@ def test_interleave_alternates_mates():
         assert np.array_equal(getattr(m, field), getattr(want, field)), field
 
 
-def test_a_poor_clipped_mate_is_placed_beside_its_partner(backend, world, small_blocks):  # noqa: F811
+def test_a_poor_clipped_mate_is_placed_beside_its_partner(backend, world):  # noqa: F811
     """R2 of fragment 0 aligns over 23 bases only (the rest is adapter-like junk): on its own that
     scores under min_score, and it stays unmapped; beside its unique partner it is placed, clipped,
     as bwa reports such mates."""

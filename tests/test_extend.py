@@ -1,17 +1,19 @@
-"""The per-read kernels against the naive references of naive.py, on fresh random inputs."""
+"""Extension (extend.py): banded NW/SW, traceback and rescue SW against full-matrix references and
+Biopython, per pair and through both backends' stages (cpu, and cuda in numba's simulator)."""
 
 import numpy as np
 import pytest
 from Bio import Align
 
-from gpualign import core
-from gpualign.genome import CODE
-from gpualign.params import MapParams
+from gpualign import encode, extend
+from gpualign.encode import CODE
+from gpualign.options import MapParams
 
 import naive
-from helpers import genome_from_text
+from helpers import genome_from_text, simulate_reads
 
 SCORING = dict(match=1, mismatch=4, gap_open=6, gap_ext=1)
+P = MapParams(max_indels=3, max_candidates=4, max_hits=256)
 
 
 def run_dp(q, ref_text, c0, t, local, do_tb=False, scoring=SCORING):
@@ -21,7 +23,7 @@ def run_dp(q, ref_text, c0, t, local, do_tb=False, scoring=SCORING):
     H, F, HS, FS = (np.zeros(W + 1, dtype=np.int32) for _ in range(4))
     tb = np.zeros(max(1, len(q) * W), dtype=np.uint8)
     res = np.zeros(4, dtype=np.int64)
-    core.banded_dp(qa, 0, len(q), genome.packed, genome.nmask, 0, len(ref_text), c0, t, local,
+    extend.banded_dp(qa, 0, len(q), genome.packed, genome.nmask, 0, len(ref_text), c0, t, local,
                    scoring["match"], scoring["mismatch"], scoring["gap_open"], scoring["gap_ext"],
                    H, F, HS, FS, tb, 0, do_tb, res)
     return res, tb
@@ -54,7 +56,7 @@ def test_banded_dp_matches_full_matrix_reference(local, rng):
         refcodes = [int(CODE[ord(ch)]) for ch in ref]
         want = naive.banded_align(q, refcodes, c0, t, local, **SCORING)
         if want[0] == float("-inf"):
-            assert res[0] <= core.NEG // 2
+            assert res[0] <= extend.NEG // 2
         else:
             assert tuple(int(v) for v in res) == want, (q, ref, c0, t, local)
 
@@ -65,13 +67,13 @@ def test_traceback_cigar_scores_what_the_dp_scored(local, rng):
     for _ in range(300):
         q, ref, c0, t = random_case(rng)
         res, tb = run_dp(q, ref, c0, t, local, do_tb=True)
-        if res[0] <= core.NEG // 2 or (local and res[0] == 0):
+        if res[0] <= extend.NEG // 2 or (local and res[0] == 0):
             continue
         maxops = 2 * len(q) + 2
         ops = np.zeros(3 * maxops, dtype=np.uint8)   # every third slot from 1, as a GPU column would be
         lens = np.zeros(3 * maxops, dtype=np.int32)
         out = np.zeros(4, dtype=np.int64)
-        core.traceback(tb, 0, t, c0, res[1], res[2], ops, lens, 1, 3, out)
+        extend.traceback(tb, 0, t, c0, res[1], res[2], ops, lens, 1, 3, out)
         assert not ops[0::3].any() and not ops[2::3].any()
         ops, lens = ops[1::3], lens[1::3]
         cigar = list(zip(ops[:out[0]].tolist(), lens[:out[0]].tolist()))
@@ -81,7 +83,7 @@ def test_traceback_cigar_scores_what_the_dp_scored(local, rng):
         assert (qe, re_) == (res[1], res[2])
         if local:
             assert out[1] == res[3]
-            assert cigar[0][0] == core.OP_M and cigar[-1][0] == core.OP_M
+            assert cigar[0][0] == encode.OP_M and cigar[-1][0] == encode.OP_M
         else:
             assert out[1] == 0 and qe == len(q)
         checked += 1
@@ -105,46 +107,6 @@ def test_full_band_scores_equal_biopython(mode, rng):
         assert res[0] == aligner.score(ref, q), (q, ref)
 
 
-def test_genome_word_and_base_lookup_agree_with_codes(rng):
-    text = "".join(rng.choice(list("ACGTN"), size=1000, p=[0.24, 0.24, 0.24, 0.24, 0.04]))
-    g = genome_from_text([text])
-    codes = g.codes()
-    assert codes.tolist() == [int(CODE[ord(c)]) for c in text]
-    for pos in rng.integers(0, 1000 - 16, size=200):
-        w = core.genome_word(g.packed, int(pos))
-        got = [(w >> (2 * i)) & 3 for i in range(16)]
-        assert got == [c & 3 for c in codes[pos:pos + 16]]
-        assert core.base_at(g.packed, g.nmask, int(pos)) == codes[pos]
-        end = int(pos) + int(rng.integers(0, 50))
-        assert core.any_n(g.nmask, int(pos), min(end, 1000)) == bool((codes[pos:min(end, 1000)] == 4).any())
-
-
-@pytest.mark.parametrize("runs", [None, 1, 3, 30])
-def test_merge_sort_runs_sorts_any_slice(runs, rng):
-    """Random values, or concatenated ascending runs as seed hits come; the scratch half is
-    used and the values outside both halves are left alone."""
-    for _ in range(50):
-        n = int(rng.integers(0, 200))
-        if runs is None:
-            vals = rng.integers(-1000, 1000, size=n)
-        else:
-            vals = np.concatenate([np.sort(rng.integers(-1000, 1000, size=len(p)))
-                                   for p in np.array_split(np.arange(n), runs)])
-        off = int(rng.integers(0, 20))
-        a = rng.integers(-5, 5, size=off + 2 * n + 20).astype(np.int64)
-        a[off:off + n] = vals
-        outside = np.concatenate([a[:off], a[off + 2 * n:]]).copy()
-        at = core.merge_sort_runs(a, off, n, off + n)
-        assert at in (off, off + n)
-        assert np.array_equal(a[at:at + n], np.sort(vals))
-        assert np.array_equal(np.concatenate([a[:off], a[off + 2 * n:]]), outside)
-
-
-def test_params_check_names_the_bad_option():
-    with pytest.raises(Exception, match="max_indels=99"):
-        MapParams(max_indels=99).check()
-
-
 def test_rescue_align_scores_equal_biopython_local(rng):
     """The rescue kernel is plain Smith-Waterman over the whole window: Biopython's local score."""
     aligner = Align.PairwiseAligner(mode="local", match_score=1, mismatch_score=-4,
@@ -156,6 +118,58 @@ def test_rescue_align_scores_equal_biopython_local(rng):
         genome = genome_from_text([ref])
         res = np.zeros(3, dtype=np.int64)
         H, E = np.empty(n + 1, dtype=np.int32), np.empty(n + 1, dtype=np.int32)
-        core.rescue_align(CODE[np.frombuffer(q.encode(), dtype=np.uint8)], 0, n, genome.packed, genome.nmask,
+        extend.rescue_align(CODE[np.frombuffer(q.encode(), dtype=np.uint8)], 0, n, genome.packed, genome.nmask,
                           0, m, 1, 4, 6, 1, H, E, 0, 1, res)
         assert res[0] == aligner.score(ref, q), (q, ref)
+
+
+def test_extend_stage_matches_naive_dp(backend, world):
+    rng, genome, seqs, index = world
+    batch, _ = simulate_reads(rng, seqs, 6, length=40)
+    pair_read = np.repeat(np.arange(len(batch)), 2)
+    keys = []
+    for r in range(len(batch)):
+        for _ in range(2):
+            strand = int(rng.integers(2))
+            keys.append(strand * encode.STRAND_BIT + encode.DIAG_BIAS + int(rng.integers(-5, genome.size)))
+    out = backend.extend_stage(batch, genome, pair_read, np.array(keys), P)
+    gcodes = genome.codes().tolist()
+    for x, (r, key) in enumerate(zip(pair_read, keys)):
+        s, e = batch.read_off[r], batch.read_off[r + 1]
+        q = (batch.rc_codes if key >= encode.STRAND_BIT else batch.codes)[s:e].tolist()
+        ws, c0 = int(out[x, 6]), int(out[x, 7])
+        win = np.zeros(4, dtype=np.int64)
+        extend.window_of(key, e - s, P.max_indels, genome.offsets, genome.ends, genome.size, win)
+        ref = gcodes[ws:ws + int(win[1])]
+        for local, cols in ((0, (0, 1)), (1, (2, 3, 4, 5))):
+            want = naive.banded_align(q, ref, c0, P.max_indels, local, 1, 4, 6, 1)
+            if want[0] == float("-inf"):
+                assert out[x, cols[0]] <= extend.NEG // 2
+            elif local and out[x, 2] == extend.NEG:   # skipped: end-to-end is within a clip of perfect
+                assert out[x, 0] >= (e - s) * P.match - P.clip_penalty
+            elif local:
+                assert tuple(out[x, list(cols)]) == want
+            else:
+                assert (out[x, 0], out[x, 1]) == (want[0], want[2])
+
+
+def test_rescue_stage_matches_full_matrix_smith_waterman(backend, world):
+    """Mate rescue's window alignment against an unbanded full-matrix reference (score and end cell),
+    on both strands, on windows around the read's true place and on unrelated ones."""
+    rng, genome, seqs, index = world
+    batch, _ = simulate_reads(rng, seqs, 8, length=30, sub=0.05, indel=0.02)
+    task_read, task_strand, task_start, task_len = [], [], [], []
+    for r in range(len(batch)):
+        for _ in range(2):
+            task_read.append(r)
+            task_strand.append(int(rng.integers(2)))
+            task_start.append(int(rng.integers(0, genome.size - 80)))
+            task_len.append(int(rng.integers(0, 80)))
+    out = backend.rescue_stage(batch, genome, task_read, task_strand, task_start, task_len, P)
+    gcodes = genome.codes().tolist()
+    for x, r in enumerate(task_read):
+        s, e = batch.read_off[r], batch.read_off[r + 1]
+        q = (batch.rc_codes if task_strand[x] else batch.codes)[s:e].tolist()
+        ref = gcodes[task_start[x]:task_start[x] + task_len[x]]
+        want = naive.local_best(q, ref, P.match, P.mismatch, P.gap_open, P.gap_extend)
+        assert tuple(out[x]) == want, (x, q, ref)
