@@ -1,23 +1,43 @@
-"""The .bai index the sorted writer builds from its records (bam/bai.py), against the one
-`samtools index` (pysam.index) makes of the same BAM: the same answers to region queries, the same
-counts, offsets and linear index, and every record inside a chunk of its own bin. The bytes differ
-where htslib folds small bins into their parents, as the specification allows. The BAM has
-several contigs (one without reads), unmapped reads placed and unplaced, and records that span
-16 kbp windows and larger bins; small BGZF blocks put records across block edges."""
+"""bam/bai.py: the bin numbers (reg2bin) against the SAM specification's levels and its reference
+code; the .bai index the sorted writer builds from its records, against the one `samtools index`
+(pysam.index) makes of the same BAM: the same answers to region queries, the same counts, offsets
+and linear index, and every record inside a chunk of its own bin. The bytes differ where htslib
+folds small bins into their parents, as the specification allows. The BAM has several contigs
+(one without reads), unmapped reads placed and unplaced, and records that span 16 kbp windows and
+larger bins; small BGZF blocks put records across block edges."""
 
 import shutil
 import struct
 
+import numpy as np
 import pysam
 import pytest
 
-from gpualign.bam import bgzf
+from gpualign.bam import bai, bgzf
 from gpualign.bam.sort import SortedBam
 
 from helpers import bam_record_bytes, coordinate_keys, random_alignments, reg2bin
 
 LENGTHS = (2_000_000, 300_000, 40_000, 5_000, 1_000)
 PSEUDO_BIN = 37450
+
+
+def test_reg2bin_follows_the_spec_levels():
+    assert bai.reg2bin(-1, 0) == 4680                 # unmapped reads, as htslib writes them
+    assert bai.reg2bin(0, 100) == 4681                # inside the first 16 kbp bin
+    assert bai.reg2bin(16383, 16385) == 585           # spans two 16 kbp bins: next level up
+    assert bai.reg2bin(0, 1 << 29) == 0
+
+
+def test_reg2bin_is_the_specifications_code(rng):
+    """On random intervals of every level (lengths from 1 base to 2^29), the bin the SAM
+    specification's reg2bin (section 5.3, in helpers) gives."""
+    begs = rng.integers(0, 1 << 29, size=3000)
+    ends = np.minimum(begs + (1 << rng.integers(0, 30, size=3000)) - rng.integers(0, 2, size=3000), 1 << 29)
+    ends = np.maximum(ends, begs + 1)
+    got = [bai.reg2bin(int(b), int(e)) for b, e in zip(begs, ends)]
+    assert got == [reg2bin(int(b), int(e)) for b, e in zip(begs, ends)]
+    assert {sum(g >= first for first in (1, 9, 73, 585, 4681)) for g in got} == set(range(6))   # every level
 
 
 @pytest.fixture(params=["blocks of 65280", "blocks of 997"])

@@ -1,8 +1,8 @@
-"""The BAM writers: UnsortedBam keeps the input order; SortedBam writes the records in coordinate
-order (ties in input order, unmapped reads last), exactly as `samtools sort` orders the unsorted
-output, whatever the batches and threads, and indexes them. Records are made by pysam (htslib)
-on several contigs, so the writers are checked on records they did not encode themselves; the
-last test runs the whole command line on reads mapped to a random genome."""
+"""bam/sort.py, the BAM writers: UnsortedBam keeps the input order; SortedBam writes the records
+in coordinate order (ties in input order, unmapped reads last), exactly as `samtools sort` orders
+the unsorted output, whatever the batches and threads, and indexes them. Records are made by pysam
+(htslib) on several contigs, so the writers are checked on records they did not encode
+themselves; the last test runs the whole command line on reads mapped to a random genome."""
 
 import os
 import time

@@ -1,10 +1,13 @@
 """FASTQ comments as SAM tags (-C): the numba encoder against the naive one, on random comments
 (from the seeded `rng`), and the tags appended to real BAM records."""
 
+import gzip
+
 import numpy as np
 import pysam
 import pytest
 
+from gpualign.bam.bgzf import BamWriter, header_bytes
 from gpualign.tags import BAD_TYPE, BAD_VALUE, NOT_TAG, append_tags, comment_tags
 
 from naive import bam_tags_of_comment
@@ -51,8 +54,6 @@ def test_appended_tags_are_read_back_by_htslib(tmp_path):
     with pysam.AlignmentFile(path, "wbu", header=header) as f:
         for seg in raw:
             f.write(seg)
-    from gpualign.bam.bgzf import header_bytes
-    import gzip
     with open(path, "rb") as fh:
         data = gzip.decompress(fh.read())[len(header_bytes(header)):]
     buf = np.frombuffer(data, dtype=np.uint8).copy()
@@ -62,7 +63,6 @@ def test_appended_tags_are_read_back_by_htslib(tmp_path):
     comments = ["BC:Z:AAC\tXI:i:-5", "", "XH:H:0AFF\tXA:A:z"]
     _, _, tags, tag_off = comment_tags(*blob(comments))
     out, new_off = append_tags(buf, np.array(offsets, dtype=np.int64), tags, tag_off)
-    from gpualign.bam.bgzf import BamWriter
     with BamWriter(str(tmp_path / "b.bam"), header, 1) as w:
         w.write(out)
     with pysam.AlignmentFile(str(tmp_path / "b.bam")) as f:
