@@ -6,8 +6,9 @@ at most `batch_size` reads; numba parses, validates and encodes each batch over 
 Batches are parsed on worker threads (the numba functions release the GIL) while earlier batches
 are mapped, and handed out in file order, so the first error raised is the first bad record of the
 file. A path may be `-` (stdin) or any stream (a pipe, a FIFO, `<(...)`): it is read once, and
-messages call `-` stdin. Paired reads come from two files in lockstep (`read_interleaved_pairs`) or
-from one file of consecutive mates (`read_smart_pairs`, bwa mem -p).
+messages call `-` stdin. Mates are read from two files in lockstep (`read_pair_batches`) or from one
+file of consecutive mates (`mates_in_order`, bwa mem -p), checked here; batches.py cuts them into the
+mapper's paired batches (it alone knows insert-size blocks).
 
 With comments=True the readers keep each header's comment (the text after the name and the
 whitespace that ends it, for `-C`) in Reads.comments / comment_off; without, those are empty.

@@ -1,9 +1,8 @@
 """The 2-bit genome image (stage pack_reference).
 
-Layout, built here and read by every later stage:
-- `{prefix}.2bit.npy`: uint32 words, 16 bases a word, base i of the concatenated genome in bits
-  2*(i % 16) .. 2*(i % 16)+1 of word i // 16 (A=0 C=1 G=2 T=3; N is stored as A and flagged below).
-  One spare word at the end lets kernels read word q+1 without a bounds check.
+Files, built here and read by every later stage (the packing itself is encode.py's):
+- `{prefix}.2bit.npy`: the concatenated genome, 2-bit packed (encode.pack_codes; N is stored as A and
+  flagged below).
 - `{prefix}.nmask.npy`: uint32 words, one bit a base (bit i % 32 of word i // 32), set where the base is N.
 - contigs are concatenated in FASTA order; their names, lengths and offsets are in `{prefix}.contigs.tsv`.
 """

@@ -11,7 +11,7 @@ import pysam
 import pytest
 
 import gpualign
-from gpualign import bamio
+from gpualign.bam import bgzf
 
 from gpualign.cli import main
 
@@ -92,12 +92,12 @@ def test_bad_reads_leave_no_output(prefix, tmp_path):
     assert not out.exists() and os.listdir(tmp_path) == ["bad.fq"]
 
 
-@pytest.mark.parametrize("block", [bamio.BGZF_INPUT, 997])
+@pytest.mark.parametrize("block", [bgzf.BGZF_INPUT, 997])
 def test_map_writes_a_sorted_indexed_bam_equal_to_samtools_sort(prefix, tmp_path, monkeypatch, block, rng):
     """The BAM gpualign sorts itself holds the records, in the order, that samtools sort gives;
     its own .bai answers region queries and idxstats as samtools index's does (also with small
     BGZF blocks, so records straddle blocks)."""
-    monkeypatch.setattr(bamio, "BGZF_INPUT", block)
+    monkeypatch.setattr(bgzf, "BGZF_INPUT", block)
     out, unsorted = str(tmp_path / "s.bam"), str(tmp_path / "u.bam")
     common = [prefix, DEMO_FQ, "-t", "2", "--backend", "cpu", "--batch-size", "300"]
     assert main(["map", *common, "-o", out, "-l", "6"]) == 0
@@ -159,7 +159,7 @@ def test_version_and_help():
         proc = run_cli(flag)
         assert proc.returncode == 0 and proc.stdout.strip() == f"gpualign {gpualign.__version__}"
     text = run_cli("map", "--help").stdout
-    from gpualign.params import HELP, MapParams
+    from gpualign.options import HELP, MapParams
     for name in MapParams.names():   # every mapping flag has its description and default
         flag = "--" + name.replace("_", "-")
         assert flag in text

@@ -26,7 +26,7 @@ def test_genome_word_and_base_lookup_agree_with_codes(rng):
 def test_reads_carry_reverse_complements_packing_and_header_bins(rng):
     """Each read's reverse complement, 2-bit packing and header bin (reverse_complements, pack_reads,
     header_bins, as reads.finish_reads applies them) against plain Python; anything not ACGT, in
-    either case, is N. (Moved from test_reads.py's FASTQ test, which keeps the parsing checks.)"""
+    either case, is N."""
     seqs = ["".join(rng.choice(list("ACGTNacgtRY"), size=int(rng.integers(0, 60)))) for _ in range(20)]
     reads = encode_reads([b"read%d" % i for i in range(20)], [s.encode() for s in seqs],
                          [b"I" * len(s) for s in seqs], 5)

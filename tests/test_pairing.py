@@ -6,13 +6,12 @@ import pysam
 import pytest
 
 from gpualign import pairing
-from gpualign.batches import as_batches, block_starts, fragments_per_batch
 from gpualign.encode import DIAG_BIAS, STRAND_BIT
 from gpualign.extend import TR_REF_START
 from gpualign.index import build_index
 from gpualign.mapper import map_batch, map_pair_batch, map_reads
 from gpualign.options import TUNING, MapParams, Tuning
-from gpualign.reads import concatenate, encode_reads, interleave, subset
+from gpualign.reads import encode_reads, subset
 
 from helpers import COMP, random_genome, simulate_pairs
 
@@ -34,21 +33,6 @@ def bam_records(path):
 def true_starts(name):
     _, contig, s1, s2 = name.split(":")
     return contig, int(s1) - 1, int(s2) - 1
-
-
-def test_block_starts_join_a_short_tail_and_batches_hold_whole_blocks(rng):
-    assert block_starts(95, 40).tolist() == [0, 40, 95]       # tail of 15 joins
-    assert block_starts(100, 30).tolist() == [0, 30, 60, 100]       # tail of 10 joins
-    assert block_starts(105, 30).tolist() == [0, 30, 60, 90, 105]   # tail 15 = half: own block
-    assert block_starts(10, 30).tolist() == [0, 10]
-    assert block_starts(0, 30).tolist() == [0, 0]
-    assert fragments_per_batch(2, 10) == 10 and fragments_per_batch(45, 10) == 20
-    # a paired batch stream is cut into whole blocks; a final batch under half a block joins the last
-    _, seqs = random_genome(rng, lengths=(3000,), repeat=0)
-    reads, _ = simulate_pairs(rng, seqs, 64, length=30)
-    sizes = [len(b) // 2 for b in as_batches(reads, 45, paired=True, block=10)]
-    assert sizes == [20, 20, 24]
-    assert [len(b) // 2 for b in as_batches(reads, 1000, paired=True, block=10)] == [64]
 
 
 def test_insert_estimate_recovers_mean_and_sd_despite_outliers(rng):
@@ -171,17 +155,6 @@ def test_paired_backends_and_batch_sizes_give_identical_records(world, tmp_path)
     assert len(records["cpu-all"]) == len(batch)
     assert records["cpu-small"] == records["cpu-all"]
     assert records["cuda"] == records["cpu-all"]
-
-
-def test_interleave_alternates_mates():
-    a = encode_reads([b"x", b"y"], [b"ACGT", b"GG"], [b"IIII", b"II"], 2)
-    b = encode_reads([b"x", b"y"], [b"TTTAA", b"C"], [b"IIIII", b"I"], 2)
-    m = interleave(a, b)
-    assert [m.name(i) for i in range(4)] == ["x", "x", "y", "y"]
-    want = concatenate([subset(a, 0, 1), subset(b, 0, 1), subset(a, 1, 2), subset(b, 1, 2)], 2)
-    for field in ("codes", "rc_codes", "quals", "read_off", "packed", "rc_packed", "word_off", "hbin", "rc_hbin",
-                  "name_hash", "names", "name_off"):
-        assert np.array_equal(getattr(m, field), getattr(want, field)), field
 
 
 def test_a_poor_clipped_mate_is_placed_beside_its_partner(backend, world):  # noqa: F811

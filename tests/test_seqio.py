@@ -1,7 +1,11 @@
-"""Reads from streams: `-` (stdin), OS pipes (as `<(...)` gives them, /dev/fd/N) and FIFOs, plain and
-gzip, single-end, paired from two streams and interleaved pairs (-p) from one. A slow writer
-(one record, a pause, the rest) makes the reader meet short reads: every record must still arrive,
-in order, and a stream must be read once (sniffing gzip consumes nothing)."""
+"""Reading inputs (gpualign.seqio, through the FASTQ reader): gzip decoded by rapidgzip, isal or zlib,
+every decoder failure one clear error, padding after the last member, a file cut short, a path that
+cannot be read; and streams.
+
+Streams: `-` (stdin), OS pipes (as `<(...)` gives them, /dev/fd/N) and FIFOs, plain and gzip,
+single-end, paired from two streams and interleaved pairs (-p) from one. A slow writer (one record,
+a pause, the rest) makes the reader meet short reads: every record must still arrive, in order, and
+a stream must be read once (sniffing gzip consumes nothing)."""
 
 import gzip
 import os
@@ -13,8 +17,79 @@ import time
 import pytest
 
 from gpualign import fastq as fastq_module
+from gpualign.batches import read_interleaved_pairs, read_smart_pairs
 from gpualign.errors import InputError
-from gpualign.fastq import read_batches, read_interleaved_pairs, read_smart_pairs
+from gpualign.fastq import read_batches
+
+
+# ---- gzip files: decoders and their failures ---------------------------------------------------
+
+def test_corrupt_gzip_is_one_clear_error(tmp_path):
+    data = gzip.compress(b"@a\nACGT\n+\nIIII\n" * 5000)
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(data[:len(data) // 2])
+    for threads in (1, 2):
+        with pytest.raises(InputError, match=f"reads {path}: corrupt or truncated gzip"):
+            list(read_batches(str(path), 8, 100, threads))
+
+
+def lookback_case():
+    """A gzip FASTQ cut short and followed by junk on which isal fails with 'Invalid lookback
+    distance' (IsalError, which is no zlib.error or OSError), and the reads it holds."""
+    text = b"".join(b"@r%d\nACGTTGCAAC%s\n+\nIIIIIIIIII%s\n" % (i, b"ACGT"[i % 4:i % 4 + 1] * (i % 7), b"I" * (i % 7))
+                    for i in range(3000))
+    return gzip.compress(text)[:1548] + b"\xcc\x00\xfc\xaa|\xa6"
+
+
+@pytest.mark.parametrize("decoder", ["isal", "zlib", "rapidgzip"])
+@pytest.mark.parametrize("case", ["lookback", "cut", "cut_in_header", "junk_after_end", "short_junk_after_end"])
+def test_every_decoder_failure_is_one_clear_error(tmp_path, decoder, case):
+    whole = gzip.compress(b"@a\nACGT\n+\nIIII\n" * 20000)
+    data = {"lookback": lookback_case(), "cut": whole[:len(whole) * 2 // 3], "cut_in_header": whole[:5],
+            "junk_after_end": whole + b"junkjunkjunk", "short_junk_after_end": whole + b"junk"}[case]
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(data)
+    if case == "short_junk_after_end" and decoder == "rapidgzip":
+        # rapidgzip ignores a tail too short for a gzip header after the last member: every read is
+        # there, but isal and zlib reject the file; which one reads it depends on its size and -t
+        assert sum(len(b) for b in read_batches(str(path), 8, 1000, 2, decoder=decoder)) == 20000
+        return
+    with pytest.raises(InputError, match=f"^reads {path}: corrupt or truncated gzip data \\(.+\\)$"):
+        list(read_batches(str(path), 8, 100, 2, decoder=decoder))
+
+
+@pytest.mark.parametrize("decoder", ["isal", "zlib", "rapidgzip"])
+def test_zeros_after_the_last_member_are_padding(tmp_path, decoder):
+    """gzip allows zero bytes after the last member; rapidgzip does not, and isal takes over."""
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(gzip.compress(b"@a\nACGT\n+\nIIII\n" * 20000) + bytes(100))
+    assert sum(len(b) for b in read_batches(str(path), 8, 1000, 2, decoder=decoder)) == 20000
+
+
+def test_rapidgzip_cut_short_is_an_error_not_fewer_reads(tmp_path, monkeypatch):
+    """rapidgzip ends a truncated file without an error, having given part of it (or nothing): the
+    reader checks that it decoded the whole file, through the last member's trailer."""
+    monkeypatch.setattr(fastq_module, "PARALLEL_GZIP_MIN", 0)   # threads > 1: rapidgzip
+    text = b"".join(b"@r%d\n%s\n+\n%s\n" % (i, b"ACGT" * (i % 30), b"I" * 4 * (i % 30)) for i in range(20000))
+    data = gzip.compress(text[:len(text) // 2]) + gzip.compress(text[len(text) // 2:])
+    for cut in (len(data) // 10, len(data) // 2, len(data) - 100, len(data) - 3):
+        path = tmp_path / f"cut{cut}.fq.gz"
+        path.write_bytes(data[:cut])
+        with pytest.raises(InputError, match=f"reads {path}: corrupt or truncated gzip data"):
+            list(read_batches(str(path), 8, 1000, threads=2))
+    path = tmp_path / "whole.fq.gz"
+    path.write_bytes(data)
+    assert sum(len(b) for b in read_batches(str(path), 8, 1000, threads=2)) == 20000
+
+
+def test_a_path_that_cannot_be_read_is_one_line(tmp_path):
+    with pytest.raises(InputError, match=f"^reads {tmp_path / 'none.fq'}: no such file$"):
+        list(read_batches(str(tmp_path / "none.fq"), 8, 10))
+    with pytest.raises(InputError, match=f"^reads {tmp_path}: is a directory$"):
+        list(read_batches(str(tmp_path), 8, 10))
+
+
+# ---- streams: FIFOs, pipes, stdin ---------------------------------------------------------------
 
 PAUSE = 0.3   # seconds the writer waits after its first piece
 
@@ -129,7 +204,8 @@ def test_interleaved_mates_from_one_slow_fifo(fifo, kind, cut, monkeypatch):
 READER = """
 import sys
 from gpualign.errors import InputError
-from gpualign.fastq import read_batches, read_smart_pairs
+from gpualign.batches import read_smart_pairs
+from gpualign.fastq import read_batches
 try:
     if sys.argv[1] == "-p":
         batches = read_smart_pairs("-", 8, 64, 2)

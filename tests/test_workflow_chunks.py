@@ -1,24 +1,21 @@
-"""Reads in chunks (gpualign.chunks) and one GPU per job (gpualign.gpus)."""
+"""Reads in chunks (gpualign.workflow.chunks): split into chunks of consecutive records (paired:
+between insert-size blocks), each mapped on its own, and merged into the unsplit run's BAM."""
 
 import gzip
 import os
-import select
 from pathlib import Path
-import subprocess
-import sys
 
 import pysam
 import pytest
 
-from gpualign import chunks as chunks_module
-from gpualign.chunks import chunk_bounds, merge_sorted_bams, split_fastq
 from gpualign.errors import InputError
 from gpualign.fastq import read_batches
-from gpualign.gpus import claim_gpu, visible_devices
 from gpualign.index import build_index
 from gpualign.mapper import map_reads
-from gpualign.params import MapParams
+from gpualign.options import MapParams, Tuning
 from gpualign.reads import encode_reads
+from gpualign.workflow import chunks as chunks_module
+from gpualign.workflow.chunks import chunk_bounds, merge_sorted_bams, split_fastq
 
 from helpers import random_genome, simulate_reads
 
@@ -116,61 +113,15 @@ def test_merge_of_a_missing_chunk_is_one_line(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_visible_devices():
-    assert visible_devices({"CUDA_VISIBLE_DEVICES": "2, 5"}) == ["2", "5"]
-    assert visible_devices({"CUDA_VISIBLE_DEVICES": ""}) == []
-
-
-CLAIM = """
-import os, sys, time
-from gpualign.gpus import claim_gpu
-env = {"CUDA_VISIBLE_DEVICES": "0,1"}
-print(claim_gpu(environ=env, lock_dir=sys.argv[1], poll_s=0.05), env["CUDA_VISIBLE_DEVICES"], flush=True)
-sys.stdin.readline()   # hold the claim until told to exit
-"""
-
-
-def test_concurrent_jobs_claim_different_gpus_and_a_third_waits(tmp_path):
-    def start():
-        return subprocess.Popen([sys.executable, "-c", CLAIM, str(tmp_path)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True)
-
-    def line_within(proc, seconds):
-        ready, _, _ = select.select([proc.stdout], [], [], seconds)
-        return proc.stdout.readline().split() if ready else None
-
-    with start() as first, start() as second:
-        claimed = [line_within(p, 60) for p in (first, second)]
-        assert sorted(claimed) == [["0", "0"], ["1", "1"]]
-        with start() as third:
-            assert line_within(third, 1.5) is None   # both GPUs taken: it waits
-            first.kill()   # a killed job's claim is freed by the kernel
-            first.wait()
-            assert line_within(third, 60) == claimed[0]
-            for p in (second, third):
-                p.stdin.close()
-                p.wait(timeout=30)
-
-
-def test_no_claim_under_slurm_or_with_one_gpu(tmp_path):
-    env = {"CUDA_VISIBLE_DEVICES": "0,1", "SLURM_JOB_ID": "7"}
-    assert claim_gpu(environ=env, lock_dir=str(tmp_path)) is None
-    assert env["CUDA_VISIBLE_DEVICES"] == "0,1"
-    env = {"CUDA_VISIBLE_DEVICES": "3"}
-    assert claim_gpu(environ=env, lock_dir=str(tmp_path)) is None
-    assert env["CUDA_VISIBLE_DEVICES"] == "3"
-
-
 def test_paired_chunks_map_and_merge_to_the_unsplit_bam(tmp_path, monkeypatch, rng):
     """Paired reads split into interleaved chunks (cut between insert-size blocks), each mapped on its
     own and merged, give the unsplit run's records; the reader's blocks, made small here, may end
     inside a fragment without splitting it."""
-    from gpualign import fastq, pairing
-    from gpualign.chunks import split_pairs
-    from gpualign.fastq import read_interleaved_fastq, read_interleaved_pairs
+    from gpualign import fastq
+    from gpualign.batches import read_interleaved_fastq, read_interleaved_pairs
+    from gpualign.workflow.chunks import split_pairs
     from helpers import simulate_pairs, write_fastq as write_records
-    monkeypatch.setattr(pairing, "INSERT_BLOCK", 16)
-    monkeypatch.setattr(pairing, "MIN_FRAGMENTS", 4)
+    tuning = Tuning(insert_block=16, min_fragments=4)
     monkeypatch.setattr(fastq, "READ_BLOCK", 3000)
     genome, seqs = random_genome(rng, lengths=(4000, 2500), repeat=0)
     index = build_index(genome, k=8, max_occ=50)
@@ -178,7 +129,8 @@ def test_paired_chunks_map_and_merge_to_the_unsplit_bam(tmp_path, monkeypatch, r
     r1, r2 = tmp_path / "r1.fq", tmp_path / "r2.fq"
     write_records(r1, [n + b"/1" for n in names[0::2]], reads[0::2], quals[0::2])
     write_records(r2, [n + b"/2" for n in names[1::2]], reads[1::2], quals[1::2])
-    p = MapParams(max_indels=3, batch_size=40)
+    p = MapParams(max_indels=3, batch_size=40, tuning=tuning)
+    block = tuning.insert_block
 
     def sorted_bam(source, name):
         out = str(tmp_path / name)
@@ -186,11 +138,11 @@ def test_paired_chunks_map_and_merge_to_the_unsplit_bam(tmp_path, monkeypatch, r
                   read_group={"ID": "s", "SM": "s"}, paired=True)
         return out
 
-    whole = sorted_bam(read_interleaved_pairs(str(r1), str(r2), 8, p.batch_size), "whole.bam")
+    whole = sorted_bam(read_interleaved_pairs(str(r1), str(r2), 8, p.batch_size, block=block), "whole.bam")
     outs = [str(tmp_path / f"part{c}.fq") for c in range(3)]
-    sizes = split_pairs(str(r1), str(r2), outs)
+    sizes = split_pairs(str(r1), str(r2), outs, block=block)
     assert sizes == [64, 64, 72]   # 100 fragments: blocks of 16, the last (4) joined to the one before
-    parts = [sorted_bam(read_interleaved_fastq(out, 8, p.batch_size, allow_empty=True), f"part{c}.bam")
+    parts = [sorted_bam(read_interleaved_fastq(out, 8, p.batch_size, allow_empty=True, block=block), f"part{c}.bam")
              for c, out in enumerate(outs)]
     merge_sorted_bams(parts, str(tmp_path / "merged.bam"))
     records = {}
