@@ -74,6 +74,11 @@ def banded_dp(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, local,
     H, F, HS, FS: scratch of at least 2t+2 entries. With do_tb, one traceback byte per band cell
     goes to tb[tboff + (i-1)*(2t+1) + b]. Writes res[0]=score, res[1]=end row, res[2]=end column,
     res[3]=start row (read bases before it are clipped; local only).
+
+    One function, longer than the rest: the cell update is the innermost loop of the aligner, and
+    on the GPU its band rows and running maxima live in registers and local memory of one thread;
+    split into calls, numba-cuda keeps them there only when it inlines every call, which is not
+    something to rest the speed of every alignment on.
     """
     W = 2 * t + 1
     lo = c0 - t

@@ -85,6 +85,10 @@ def parse_records(buf, n, seq_ok, whitespace, code, want_comments):
     offending byte or the two lengths. Names are the header's first word without /1 or /2; with
     want_comments, comments the rest of the header after the whitespace that ends the name, less
     trailing whitespace (else comments is empty and comment_off zeros).
+
+    One pass over the bytes, record after record, with each check where its field is read: split
+    into functions per field, the position in the buffer and the first failure would have to be
+    handed back and forth for every line.
     """
     names = np.empty(buf.shape[0], dtype=np.uint8)
     name_off = np.zeros(n + 1, dtype=np.int64)

@@ -69,9 +69,22 @@ class Reads:
         return np.diff(self.read_off)
 
 
+# k of records that were parsed but not encoded (no reverse complements, packing, bins or name hashes)
+RECORDS_ONLY = 0
+
+
 def finish_reads(names, name_off, codes, quals, read_off, k: int, comments=None, comment_off=None) -> Reads:
     """Reads from names, base codes and Phred qualities (and comments, if read): adds reverse
-    complements, packing, bins."""
+    complements, packing, bins. k = RECORDS_ONLY adds nothing: the records as parsed, for a caller
+    that only writes them back (the chunk splitter); no index has that k, so none maps them."""
+    if k == RECORDS_ONLY:
+        n = len(read_off) - 1
+        none = np.zeros(0, dtype=np.int64)
+        return Reads(names=names, name_off=name_off, name_hash=np.zeros(0, dtype=np.uint32), codes=codes,
+                     rc_codes=np.zeros(0, dtype=np.uint8), quals=quals, read_off=read_off,
+                     packed=np.zeros(0, dtype=np.uint32), rc_packed=np.zeros(0, dtype=np.uint32),
+                     word_off=np.zeros(n + 1, dtype=np.int64), hbin=none, rc_hbin=none, k=k,
+                     comments=comments, comment_off=comment_off)
     rc = reverse_complements(codes, read_off)
     packed, word_off = pack_reads(codes, read_off)
     rc_packed, _ = pack_reads(rc, read_off)
@@ -196,3 +209,12 @@ def fastq_bytes(names, name_off, codes, quals, read_off, letters):
 def to_fastq(reads: Reads) -> bytes:
     """The reads as FASTQ records, as the parser read them (first word of the name, ACGTN)."""
     return fastq_bytes(reads.names, reads.name_off, reads.codes, reads.quals, reads.read_off, BASES).tobytes()
+
+
+def interleaved_fastq(a: Reads, b: Reads) -> bytes:
+    """Mates of two equally long batches as FASTQ, a's i-th then b's i-th: from the records alone, so
+    batches read with k = RECORDS_ONLY will do."""
+    names, name_off = interleave_segments(a.names, a.name_off, b.names, b.name_off)
+    codes, read_off = interleave_segments(a.codes, a.read_off, b.codes, b.read_off)
+    quals = interleave_segments(a.quals, a.read_off, b.quals, b.read_off)[0]
+    return fastq_bytes(names, name_off, codes, quals, read_off, BASES).tobytes()

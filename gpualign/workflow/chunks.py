@@ -16,7 +16,7 @@ from ..atomic import atomic_path
 from ..errors import InputError
 from ..fastq import checked_records, chunks, cut_records, read_pair_batches
 from ..batches import BLOCK, block_starts
-from ..reads import interleave, subset, to_fastq
+from ..reads import RECORDS_ONLY, interleaved_fastq, subset
 
 SPLIT_BATCH = 1 << 20   # records cut and checked at a time while splitting
 
@@ -78,14 +78,13 @@ def split_pairs(path1: str, path2: str, outputs: list[str], threads: int = 1, bl
         tmps = [stack.enter_context(atomic_path(out)) for out in outputs]
         writers = [stack.enter_context(open_chunk_writer(tmp)) for tmp in tmps]
         c, done = 0, 0
-        for a, b in read_pair_batches(path1, path2, 1, SPLIT_BATCH, threads):
+        for a, b in read_pair_batches(path1, path2, RECORDS_ONLY, SPLIT_BATCH, threads):
             start = 0
             while start < len(a):
                 while done == bounds[c + 1]:
                     c += 1
                 take = min(len(a) - start, bounds[c + 1] - done)
-                part = interleave(subset(a, start, start + take), subset(b, start, start + take))
-                writers[c].write(to_fastq(part))
+                writers[c].write(interleaved_fastq(subset(a, start, start + take), subset(b, start, start + take)))
                 start, done = start + take, done + take
         for w in writers:
             w.close()
