@@ -23,7 +23,7 @@
 # Align jobs ask for one `gpu` resource unless align.backend is cpu: with `auto` they use a GPU
 # whenever one is visible, so they are scheduled like GPU jobs (locally `--resources gpu=N` caps
 # concurrent GPU jobs; on SLURM it becomes a GPU request). Each job claims a GPU of its own on the
-# host (gpualign.gpus; Snakemake does not set CUDA_VISIBLE_DEVICES), so gpu=N runs N jobs on N GPUs.
+# host (gpualign.workflow.gpus; Snakemake does not set CUDA_VISIBLE_DEVICES), so gpu=N runs N jobs on N GPUs.
 
 
 rule align:
