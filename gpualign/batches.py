@@ -1,15 +1,15 @@
 """Cutting reads into mapper batches: the one place that knows insert-size blocks.
 
 Single-end batches hold at most batch_size reads. Paired batches interleave mates (read 2i is R1
-of fragment i, 2i+1 its R2) and hold whole blocks of fragments (options.Tuning.insert_block), each block getting its
-own insert-size estimate (pairing.insert_estimates); a short last block joins the one before it.
-So a read's placement depends on its block, never on the batch size or the number of chunks.
+of fragment i, 2i+1 its R2) and hold whole blocks of fragments (options.Tuning.insert_block), each
+block getting its own insert-size estimate (pairing.insert_estimates); a short last block joins the
+one before it. So a read's placement depends on its block, never on the batch size or the number of chunks.
 """
 
 import numpy as np
 
-from .options import TUNING
 from .fastq import exact_batches, mates_in_order, read_batches, read_pair_batches
+from .options import TUNING
 from .reads import Reads, concatenate, interleave, subset
 
 BLOCK = TUNING.insert_block   # the default: every function takes the block it cuts by

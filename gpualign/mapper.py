@@ -165,7 +165,8 @@ def traced(batch, genome, p, backend, times, choice: Choice, proper=None, insert
     mapped = np.flatnonzero(key >= 0)
     with times("traceback"):
         ops, lens, trace = backend.traceback_stage(batch, genome, mapped, key[mapped], choice.local[mapped], p)
-    return BatchResult(*choice, ops, lens, trace, mapped, proper, inserts)
+    return BatchResult(**choice._asdict(), ops=ops, lens=lens, trace=trace, mapped=mapped, proper=proper,
+                       inserts=inserts)
 
 
 def with_rescued(n, cand: Candidates, new_read, new_key, new_ext) -> Candidates:
