@@ -153,7 +153,7 @@ def open_reads(args, k: int, batch_size: int, threads: int, block: int):
         batches = read_smart_pairs(args.reads, k, batch_size, threads, comments, block)
         describe = lambda done, r: f"reads {shown(args.reads)} record {done + r + 1}"  # noqa: E731
     else:
-        batches = fastq.read_batches(args.reads, k, batch_size, threads, comments=comments)
+        batches = fastq.read_batches(args.reads, k, batch_size, threads, comments=comments, ramp=True)
         describe = lambda done, r: f"reads {shown(args.reads)} record {done + r + 1}"  # noqa: E731
     if not comments:
         return batches

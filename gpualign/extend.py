@@ -63,15 +63,74 @@ def window_of(key, n, t, c_offsets, c_ends, genome_size, win):
 
 
 @njit(cache=True)
+def mismatches_below(q, qoff, n, g_packed, g_nmask, gstart, limit):
+    """Mismatches of the read laid without gaps on the genome from gstart (N counts as a mismatch,
+    as in banded_dp), counted only up to `limit`: the answer is min(mismatches, limit)."""
+    m = 0
+    for i in range(n):
+        qb = q[qoff + i]
+        if not (qb < 4 and qb == base_at(g_packed, g_nmask, gstart + i)):
+            m += 1
+            if m >= limit:
+                return limit
+    return m
+
+
+@njit(cache=True)
+def ungapped_most(match, mismatch, gap_open, gap_ext):
+    """The most mismatches an ungapped end-to-end alignment may have and still outscore every gapped
+    one: any alignment with a gap scores at most n*match - gap_open - gap_ext."""
+    return (gap_open + gap_ext - 1) // (match + mismatch)
+
+
+@njit(cache=True)
+def ungapped_best(q, qoff, n, wstart, wlen, c0, t, most, g_packed, g_nmask, res):
+    """The semi-global banded alignment without dynamic programming, where it is ungapped for sure.
+
+    When some diagonal of the band holds the whole read with at most `most` mismatches
+    (ungapped_most), no gapped alignment can score as high, so banded_dp's optimum is the ungapped
+    diagonal with the fewest mismatches, the leftmost on ties (banded_dp keeps the first end column
+    of the best score), and its traceback is n matches along it. Returns True with res[0] = that
+    diagonal's column, res[1] = its mismatches; False (nothing decided) otherwise.
+
+    The candidate's own diagonal c0 goes first: its count bounds the rest, so any other diagonal
+    stops at its first mismatch or two unless the read repeats itself at that shift.
+    """
+    lo = c0 - t
+    if lo < 0:
+        lo = 0
+    hi = c0 + t
+    if hi > wlen - n:
+        hi = wlen - n
+    best_d = -1
+    best_m = most
+    if n < 1 or lo > hi:
+        return False
+    for x in range(hi - lo + 2):
+        d = c0 if x == 0 else lo + x - 1
+        if (x > 0 and d == c0) or d < lo or d > hi:
+            continue
+        limit = best_m + 1 if (best_d < 0 or d < best_d) else best_m   # a left diagonal wins ties
+        m = mismatches_below(q, qoff, n, g_packed, g_nmask, wstart + d, limit)
+        if m < limit:
+            best_d = d
+            best_m = m
+    res[0] = best_d
+    res[1] = best_m
+    return best_d >= 0
+
+
+@njit(cache=True)
 def banded_dp(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, local,
-              match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, tboff, do_tb, res):
+              match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB, tb, tboff, do_tb, res):
     """Banded alignment of a whole read against a reference window (Gotoh affine gaps).
 
     Rows i = read bases, columns j = window bases; only cells with j - i in [c0 - t, c0 + t]
     are computed (band of width 2t+1, Ukkonen). local=0: semi-global, the read aligned end to end
     and reference end gaps free (Needleman-Wunsch as in Korkmaz). local=1: Smith-Waterman, both
     ends free. A gap of length L costs gap_open + L*gap_ext. N scores as a mismatch.
-    H, F, HS, FS: scratch of at least 2t+2 entries. With do_tb, one traceback byte per band cell
+    H, F, HS, FS, GB: scratch of at least 2t+2 entries (GB: the band's genome bases, a ring where
+    column j sits at (j - lo) mod W while in the band, so each base is fetched once). With do_tb, one traceback byte per band cell
     goes to tb[tboff + (i-1)*(2t+1) + b]. Writes res[0]=score, res[1]=end row, res[2]=end column,
     res[3]=start row (read bases before it are clipped; local only).
 
@@ -88,18 +147,28 @@ def banded_dp(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, local,
         F[b] = NEG
         HS[b] = 0
         FS[b] = 0
+    for b in range(W - 1):   # row 1's columns but its last, which enters the ring with the row
+        j = 1 + b + lo
+        GB[(1 + b) % W] = base_at(g_packed, g_nmask, wstart + j - 1) if (j >= 1 and j <= wlen) else 4
     best = NEG
     bi = 0
     bj = 0
     bs = 0
     for i in range(1, n + 1):
         qb = q[qoff + i - 1]
+        j = i + lo + W - 1      # the column entering the band with this row
+        GB[(i + W - 1) % W] = base_at(g_packed, g_nmask, wstart + j - 1) if (j >= 1 and j <= wlen) else 4
+        slot = i % W
         h_left = NEG
         e_left = NEG
         es_left = 0
         hs_left = 0
         for b in range(W):
             j = i + b + lo
+            rb = GB[slot]
+            slot += 1
+            if slot == W:
+                slot = 0
             h_diag = H[b]
             hs_diag = HS[b]
             code = 0
@@ -135,7 +204,6 @@ def banded_dp(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, local,
                     f = F[b + 1] - gap_ext
                     fs = FS[b + 1]
                     code |= F_EXT
-                rb = base_at(g_packed, g_nmask, wstart + j - 1)
                 h = h_diag + (match if (qb == rb and qb < 4) else -mismatch)
                 hs = hs_diag
                 src = SRC_DIAG
@@ -272,23 +340,30 @@ def traceback(tb, tboff, t, c0, end_i, end_j, ops, lens, obase, ostride, res):
 
 @njit(cache=True)
 def extend_pair(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
-                match, mismatch, gap_open, gap_ext, clip_penalty, H, F, HS, FS, tb, res, win, out):
+                match, mismatch, gap_open, gap_ext, clip_penalty, H, F, HS, FS, GB, tb, res, win, out):
     """Score one read-candidate pair end to end and, if it could be chosen, locally: row x of out
     gets semi-global score and end column; local score, end row, end column, start row; window
-    start; c0. H, F, HS, FS: band scratch of 2t+2; res, win: 4 each; tb is not written."""
+    start; c0. H, F, HS, FS, GB: band scratch of 2t+2; res, win: 4 each; tb is not written."""
     window_of(key, n, t, c_off, c_end, gsize, win)
     out[x, EXT_WINDOW] = win[0]
     out[x, EXT_C0] = win[2]
     q = rc_codes if win[3] == 1 else codes
-    banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, 0,
-              match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
-    out[x, EXT_SCORE] = res[0]
-    out[x, EXT_END_COL] = res[2]
-    if not local_can_win(res[0], n, match, clip_penalty):
+    if ungapped_best(q, qoff, n, win[0], win[1], win[2], t, ungapped_most(match, mismatch, gap_open, gap_ext),
+                     g_packed, g_nmask, res):
+        score = n * match - res[1] * (match + mismatch)
+        end_col = res[0] + n
+    else:
+        banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, 0,
+                  match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB, tb, 0, False, res)
+        score = res[0]
+        end_col = res[2]
+    out[x, EXT_SCORE] = score
+    out[x, EXT_END_COL] = end_col
+    if not local_can_win(score, n, match, clip_penalty):
         skip_local(out, x, n)
         return
     banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
-              match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, 0, False, res)
+              match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB, tb, 0, False, res)
     out[x, EXT_LOCAL_SCORE] = res[0]
     out[x, EXT_LOCAL_END_ROW] = res[1]
     out[x, EXT_LOCAL_END_COL] = res[2]
@@ -297,14 +372,25 @@ def extend_pair(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_en
 
 @njit(cache=True)
 def trace_pair(x, key, local, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
-               match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, tboff, res, win, ops, lens, obase, ostride, out):
+               match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB, tb, tboff, res, win, ops, lens, obase, ostride, out):
     """Align one chosen placement with traceback: CIGAR to ops/lens[obase + j * ostride] and row x of out:
     score, first aligned read base, reference start, end row, end column, number of ops.
     tb needs n * (2t+1) bytes from tboff."""
     window_of(key, n, t, c_off, c_end, gsize, win)
     q = rc_codes if win[3] == 1 else codes
+    if local == 0 and ungapped_best(q, qoff, n, win[0], win[1], win[2], t,
+                                    ungapped_most(match, mismatch, gap_open, gap_ext), g_packed, g_nmask, res):
+        out[x, TR_SCORE] = n * match - res[1] * (match + mismatch)
+        out[x, TR_END_ROW] = n
+        out[x, TR_END_COL] = res[0] + n
+        ops[obase] = OP_M
+        lens[obase] = n
+        out[x, TR_NOPS] = 1
+        out[x, TR_READ_START] = 0
+        out[x, TR_REF_START] = win[0] + res[0]
+        return
     banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, local,
-              match, mismatch, gap_open, gap_ext, H, F, HS, FS, tb, tboff, True, res)
+              match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB, tb, tboff, True, res)
     out[x, TR_SCORE] = res[0]
     out[x, TR_END_ROW] = res[1]
     out[x, TR_END_COL] = res[2]

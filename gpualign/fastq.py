@@ -28,8 +28,10 @@ from .encode import CODE
 from .reads import MAX_READ_LEN, finish_reads
 from .seqio import Input, shown
 from .threads import in_background, ordered_map
+from . import trace
 
 READ_BLOCK = 48 << 20        # decompressed bytes read at a time (a batch holds at most this)
+RAMP_STEPS = 4               # ramp_sizes: the first batches halve this many times
 PARALLEL_GZIP_MIN = 64 << 20  # compressed bytes from which rapidgzip decodes on several threads
 
 # IUPAC ambiguity codes (and '.') are accepted and read as N; anything else is an error.
@@ -198,21 +200,38 @@ def checked_records(path, chunk, n, first_line, comments: bool = False):
 
 def encode_chunk(path, chunk, n, first_line, k, comments: bool = False):
     """Reads of a chunk holding exactly n complete records starting at line first_line + 1."""
+    with trace.span("parse and encode reads"):
+        return _encode_chunk(path, chunk, n, first_line, k, comments)
+
+
+def _encode_chunk(path, chunk, n, first_line, k, comments):
     names, name_off, codes, quals, read_off, text, text_off = checked_records(path, chunk, n, first_line, comments)
     return finish_reads(names[:name_off[n]].copy(), name_off, codes[:read_off[n]].copy(),
                         quals[:read_off[n]].copy(), read_off, k, text[:text_off[n]].copy(), text_off)
 
 
-def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = False, decoder: str | None = None):
-    """(bytes, n records, lines before it) of each batch of at most batch_size complete records.
-    A file with no records is an error unless allow_empty (a chunk of a split sample may be empty).
-    decoder: see seqio.Input (None: the fastest that fits)."""
+def ramp_sizes(batch_size: int):
+    """Batch sizes that start small: 1/16, 1/8, 1/4 and 1/2 of batch_size, then batch_size. The
+    first batch is parsed, and the mapper's first stages start, after a sixteenth of the reading."""
+    for shift in range(RAMP_STEPS, 0, -1):
+        yield max(1, batch_size >> shift)
+    while True:
+        yield batch_size
+
+
+def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = False, decoder: str | None = None,
+           ramp: bool = False):
+    """(bytes, n records, lines before it) of each batch of at most batch_size complete records (the
+    first ones smaller with ramp, as ramp_sizes). A file with no records is an error unless allow_empty
+    (a chunk of a split sample may be empty). decoder: see seqio.Input (None: the fastest that fits)."""
+    sizes = ramp_sizes(batch_size) if ramp else iter(lambda: batch_size, None)
     with Input(path, "reads", threads, decoder, PARALLEL_GZIP_MIN) as fh:
         pending = b""
         lines_before = 0
         eof = False
         while not eof:
-            block = fh.read(READ_BLOCK)   # less only at the end of the input, b"" only there
+            with trace.span("decompress"):
+                block = fh.read(READ_BLOCK)   # less only at the end of the input, b"" only there
             eof = not block
             data = pending + block
             if eof and data and not data.endswith(b"\n"):
@@ -220,7 +239,7 @@ def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = Fal
             buf = np.frombuffer(data, dtype=np.uint8)
             start = 0
             while True:   # every complete record now, in batches of at most batch_size
-                end, n = cut_records(data, buf, start, batch_size)
+                end, n = cut_records(data, buf, start, next(sizes))
                 if n == 0:
                     break
                 yield buf[start:end], n, lines_before
@@ -235,14 +254,15 @@ def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = Fal
 
 
 def read_batches(path: str, k: int, batch_size: int, threads: int = 1, allow_empty: bool = False,
-                 comments: bool = False, decoder: str | None = None):
+                 comments: bool = False, decoder: str | None = None, ramp: bool = False):
     """Encoded batches of the file (or `-`, stdin), in order: decompressed and cut on a reader
     thread, parsed ahead on about half the threads (the rest map and write). A fault the reader
     meets (a truncated file, say) is raised after the batches before it, so an earlier bad record
-    is reported first. comments: keep each record's header comment (Reads.comments)."""
+    is reported first. comments: keep each record's header comment (Reads.comments). ramp: the first
+    batches smaller (ramp_sizes), for a mapper, whose results never depend on the batch size."""
     workers = max(1, min(8, (threads + 1) // 2))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        source = in_background(chunks(path, batch_size, threads, allow_empty, decoder), depth=workers)
+        source = in_background(chunks(path, batch_size, threads, allow_empty, decoder, ramp), depth=workers)
         yield from ordered_map(pool, lambda item: encode_chunk(path, *item, k, comments), source, workers + 1)
 
 

@@ -21,9 +21,9 @@ from typing import NamedTuple
 import numpy as np
 import pysam
 
-from . import cram, pairing
+from . import cram, pairing, trace
 from .backends import get_backend
-from .bam.records import batch_bam_records
+from .bam.records import batch_bam_records, record_slices
 from .bam.sam_records import batch_records
 from .bam.sort import SortedBam, UnsortedBam
 from .batches import as_batches, block_of_fragments, block_starts
@@ -65,8 +65,10 @@ class StageTimes:
         try:
             yield
         finally:
+            end = time.perf_counter()
+            trace.record(stage, start, end)
             with self.lock:
-                self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + end - start
 
     def summary(self) -> str:
         return ", ".join(f"{stage} {sec:.2f} s" for stage, sec in self.seconds.items())
@@ -262,9 +264,9 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
     rg_id = read_group["ID"] if read_group else None
     times = StageTimes()
 
-    def encode(batch, res):
+    def encode(batch, res, first, last):
         with times("BAM records (worker threads)"):
-            return batch_bam_records(batch, res, genome, rg_id)
+            return batch_bam_records(batch, res, genome, rg_id, first, last)
 
     if sam:   # text output goes through pysam's records; BAM is encoded in bulk (bam.records)
         out = pysam.AlignmentFile(out_path, "w", header=header)
@@ -282,7 +284,8 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
                     out.write(rec)
             else:
                 with times("BAM records (wait)"):
-                    out.add(batch, res)
+                    for first, last in record_slices(len(batch)):   # a batch's records on several threads
+                        out.add(batch, res, first, last)
             progress.update(len(batch), len(res.mapped))
             if paired:
                 progress.paired(res, log)
@@ -298,6 +301,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
             out.abort()
         raise
     elapsed = time.perf_counter() - progress.start
+    trace.write()
     log(f"stage times (summed over threads): {times.summary()}")
     if paired:
         log(f"{progress.proper} reads in proper pairs ({100 * progress.proper / max(progress.reads, 1):.2f}%)")

@@ -121,3 +121,49 @@ def test_full_cigar_adds_soft_clips():
     lens = np.array([5, 1, 3], dtype=np.int32)
     assert full_cigar(ops, lens, 3, 2, 11, 14) == [(OP_S, 2), (OP_M, 5), (OP_I, 1), (OP_M, 3), (OP_S, 3)]
     assert full_cigar(ops, lens, 1, 0, 5, 5) == [(OP_M, 5)]
+
+
+def test_record_bound_holds_for_the_worst_md_and_cigars(rng):
+    """encode_batch writes records into a buffer sized by record_bound, without measuring them first:
+    the bound must hold for every record, down to reads that mismatch everywhere, alternate one-base
+    deletions with one-base matches, carry a mate's long CIGAR, and a read group."""
+    from gpualign.bam.records import encode_record, record_bound, record_fields
+    from gpualign.encode import STRAND_BIT
+    glen, pairs = 4000, 40
+    gcodes = rng.integers(0, 4, size=glen).astype(np.uint8)
+    ref = (pack_codes(gcodes), pack_nmask(gcodes), np.array([0], dtype=np.int64))
+    n_reads = 2 * pairs
+    lengths = rng.integers(1, 150, size=n_reads)
+    read_off = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    codes = rng.integers(0, 5, size=read_off[-1]).astype(np.uint8)
+    names = np.frombuffer(b"".join(b"r%d" % i for i in range(n_reads)), dtype=np.uint8).copy()
+    name_off = np.concatenate(([0], np.cumsum([len(b"r%d" % i) for i in range(n_reads)]))).astype(np.int64)
+    reads = (names, name_off, codes, codes[::-1].copy(), codes.copy(), read_off)
+    width = 2 * 150 + 2
+    ops = np.zeros((n_reads, width), dtype=np.uint8)
+    lens = np.zeros((n_reads, width), dtype=np.int32)
+    trace = np.zeros((n_reads, TR_COLUMNS), dtype=np.int64)
+    for r, n in enumerate(lengths):
+        style, x, left = rng.integers(3), 0, int(n)
+        while left > 0:   # M runs broken by D (style 0: 1-base each), or by I (style 1), or M only
+            m = 1 if style == 0 else int(rng.integers(1, left + 1))
+            ops[r, x], lens[r, x] = OP_M, min(m, left)
+            left -= lens[r, x]
+            x += 1
+            if left > 0 and style < 2:
+                ops[r, x], lens[r, x] = (OP_D, int(rng.integers(1, 4))) if style == 0 else (OP_I, 1)
+                left -= 1 if style == 1 else 0
+                x += 1
+        trace[r, TR_NOPS], trace[r, TR_READ_START], trace[r, TR_END_ROW] = x, 0, n
+        trace[r, TR_REF_START] = int(rng.integers(0, glen - 3 * n - 10))
+    mapped = rng.random(n_reads) < 0.9
+    row_of = np.where(mapped, np.arange(n_reads), -1).astype(np.int64)
+    key = np.where(rng.random(n_reads) < 0.5, STRAND_BIT, 0).astype(np.int64)
+    mapq, score = np.full(n_reads, 60, dtype=np.int64), np.full(n_reads, -123456, dtype=np.int64)
+    aln = (row_of, key, mapq, score, score.copy(), ops, lens, trace)
+    for paired in (False, True):
+        fields = record_fields(aln, ref, np.ones(n_reads, dtype=np.int64), paired, 0, n_reads)
+        for rg in (np.zeros(0, dtype=np.uint8), np.frombuffer(b"a-long-read-group-id", dtype=np.uint8)):
+            for r in range(n_reads):
+                size = encode_record(r, reads, aln, ref, rg, fields[r], np.zeros(1, dtype=np.uint8), 0, False)
+                assert size <= record_bound(r, reads, aln, rg, paired), (r, paired)

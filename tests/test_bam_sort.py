@@ -152,3 +152,30 @@ def test_map_sorts_paired_reads_on_several_contigs_as_samtools(tmp_path, rng):
     theirs = pysam.idxstats(str(tmp_path / "s.bam"))
     os.replace(tmp_path / "ours.bai", tmp_path / "s.bam.bai")
     assert pysam.idxstats(str(tmp_path / "s.bam")) == theirs
+
+
+def test_records_encoded_in_slices_are_the_bytes_of_whole_batches(tmp_path, monkeypatch):
+    """A batch's records are encoded in slices on several threads (records.record_slices): tiny slices
+    give the bytes, sorted and unsorted, single-end, paired and with -C comments, that one slice does."""
+    import gzip
+    from gpualign.bam import records as records_module
+    demo = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "resources", "demo")
+    prefix = str(tmp_path / "idx")
+    assert main(["index", os.path.join(demo, "lambda.fa"), "-p", prefix, "-k", "8"]) == 0
+    with gzip.open(os.path.join(demo, "reads.fq.gz"), "rt") as fh:
+        lines = fh.read().splitlines()
+    lines[0::4] = [f"{h} BC:Z:{i % 7}" for i, h in enumerate(lines[0::4])]   # comments for -C
+    (tmp_path / "c.fq").write_text("\n".join(lines) + "\n")
+    runs = {"single": [str(tmp_path / "c.fq"), "-C"],
+            "paired": [os.path.join(demo, "pairs_R1.fq.gz"), os.path.join(demo, "pairs_R2.fq.gz")]}
+    out = {}
+    for slice_size in (records_module.RECORDS_PER_TASK, 6):
+        monkeypatch.setattr(records_module, "RECORDS_PER_TASK", slice_size)
+        for name, reads in runs.items():
+            for order in ("", "--unsorted"):
+                path = tmp_path / f"{name}{order}{slice_size}.bam"
+                assert main(["map", prefix, *reads, "-t", "3", "--backend", "cpu", "-o", str(path),
+                             *([order] if order else [])]) == 0
+                out.setdefault((name, order), []).append(records(str(path)))
+    for key, (whole, sliced) in out.items():
+        assert whole == sliced and len(whole) >= 2000, key

@@ -299,3 +299,20 @@ def test_comments_become_tags_with_c_in_bam_and_sam(prefix, tmp_path):
     illumina.write_text("@a 1:N:0:ACGT\nACGTACGTAC\n+\nIIIIIIIIII\n")
     proc = run_cli("map", prefix, str(illumina), "-C", "--backend", "cpu")
     assert proc.returncode == 1 and f"reads {illumina} record 1: -C: comment '1:N:0:ACGT'" in proc.stderr
+
+
+def test_trace_is_a_timeline_of_the_run_that_timeline_reads(prefix, tmp_path, monkeypatch):
+    """GPUALIGN_TRACE: every stage of the mapping and of the input and output threads as TSV rows with
+    ordered times, which bench/timeline.py turns into tables whose steps cover the run."""
+    path = tmp_path / "trace.tsv"
+    monkeypatch.setenv("GPUALIGN_TRACE", str(path))
+    assert main(["map", prefix, DEMO_FQ, "-o", str(tmp_path / "out.bam"), "-t", "2", "--backend", "cpu"]) == 0
+    rows = [line.split("\t") for line in path.read_text().splitlines()]
+    assert rows[0] == ["thread", "step", "start", "end"]
+    steps = {r[1] for r in rows[1:]}
+    assert {"decompress", "parse and encode reads", "exact match", "seeding", "extension", "traceback",
+            "BAM records (worker threads)", "compress BGZF"} <= steps
+    assert all(0 <= float(r[2]) <= float(r[3]) for r in rows[1:])
+    table = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "timeline.py"), str(path)],
+                           capture_output=True, text=True, check=True).stdout
+    assert "| extension |" in table and table.startswith("wall ")

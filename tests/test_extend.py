@@ -21,11 +21,12 @@ def run_dp(q, ref_text, c0, t, local, do_tb=False, scoring=SCORING):
     qa = np.array(q, dtype=np.uint8)
     W = 2 * t + 1
     H, F, HS, FS = (np.zeros(W + 1, dtype=np.int32) for _ in range(4))
+    GB = np.zeros(W + 1, dtype=np.uint8)
     tb = np.zeros(max(1, len(q) * W), dtype=np.uint8)
     res = np.zeros(4, dtype=np.int64)
     extend.banded_dp(qa, 0, len(q), genome.packed, genome.nmask, 0, len(ref_text), c0, t, local,
                    scoring["match"], scoring["mismatch"], scoring["gap_open"], scoring["gap_ext"],
-                   H, F, HS, FS, tb, 0, do_tb, res)
+                   H, F, HS, FS, GB, tb, 0, do_tb, res)
     return res, tb
 
 
@@ -173,3 +174,112 @@ def test_rescue_stage_matches_full_matrix_smith_waterman(backend, world):
         ref = gcodes[task_start[x]:task_start[x] + task_len[x]]
         want = naive.local_best(q, ref, P.match, P.mismatch, P.gap_open, P.gap_extend)
         assert tuple(out[x]) == want, (x, q, ref)
+
+
+def near_exact_world(rng):
+    """Contigs where the ungapped shortcut decides often and ties are common: random sequence, a
+    tandem repeat with a short period (the read fits several diagonals), and N runs; reads with
+    0-3 substitutions (sometimes an indel) on either strand, keys on or near their true diagonal."""
+    period = int(rng.integers(1, 7))
+    unit = "".join(rng.choice(list("ACGT"), size=period))
+    tandem = list((unit * (400 // period + 1))[:400])
+    for x in rng.integers(0, 400, size=3):
+        tandem[x] = "ACGT"[rng.integers(4)]
+    with_n = list("".join(rng.choice(list("ACGT"), size=300)))
+    for x in rng.integers(0, 300, size=4):
+        with_n[x] = "N"
+    two_letter = "".join(rng.choice(list("AC"), size=300))   # ungapped and gapped alignments tie here
+    seqs = ["".join(rng.choice(list("ACGT"), size=300)), "".join(tandem), "".join(with_n), two_letter]
+    genome = genome_from_text(seqs)
+    names, reads, quals, keys = [], [], [], []
+    for i in range(60):
+        c = int(rng.integers(len(seqs)))
+        n = int(rng.integers(15, 61))
+        pos = int(rng.integers(-4, len(seqs[c]) - n + 5))        # a few hang over a contig end
+        seg = list(seqs[c][max(pos, 0):pos + n].ljust(n, "A"))
+        for x in rng.integers(0, n, size=int(rng.integers(0, 4))):
+            seg[x] = "ACGTN"[rng.integers(5)]
+        if rng.random() < 0.15:
+            del seg[int(rng.integers(n))]
+        read, strand = "".join(seg), int(rng.integers(2))
+        if strand:
+            read = read.translate({ord(a): b for a, b in zip("ACGTN", "TGCAN")})[::-1]
+        names.append(f"r{i}".encode())
+        reads.append(read.encode())
+        quals.append(b"I" * len(read))
+        diag = int(genome.offsets[c]) + pos + int(rng.integers(-2, 3))
+        keys.append(strand * encode.STRAND_BIT + encode.DIAG_BIAS + diag)
+    from gpualign.reads import encode_reads
+    return genome, encode_reads(names, reads, quals, 8), np.array(keys, dtype=np.int64)
+
+
+@pytest.mark.parametrize("scoring", [SCORING, dict(match=1, mismatch=4, gap_open=4, gap_ext=1),
+                                     dict(match=2, mismatch=3, gap_open=9, gap_ext=2)])
+def test_ungapped_best_decides_only_what_the_dp_would(rng, scoring):
+    """Where ungapped_best decides, its diagonal and score are banded_dp's, on short reads over two-letter
+    sequence, where a one-mismatch diagonal often ties a gapped alignment or another diagonal."""
+    decided = 0
+    most = extend.ungapped_most(**scoring)
+    for _ in range(3000):
+        m, t = 30, int(rng.integers(0, 5))
+        ref = "".join(rng.choice(list("AC" if rng.random() < 0.7 else "ACGTN"), size=m))
+        n = int(rng.integers(3, 16))
+        s = int(rng.integers(0, m - n))
+        q = list(ref[s:s + n])
+        if rng.random() < 0.5:
+            del q[int(rng.integers(1, n - 1))]
+            q.append("A")
+        for x in rng.integers(0, n, size=int(rng.integers(0, 3))):
+            q[x] = "ACN"[rng.integers(3)]
+        q = [int(CODE[ord(ch)]) for ch in q]
+        c0 = s + int(rng.integers(-2, 3))
+        res, _ = run_dp(q, ref, c0, t, 0, scoring=scoring)
+        genome = genome_from_text([ref])
+        got = np.zeros(4, dtype=np.int64)
+        if extend.ungapped_best(np.array(q, dtype=np.uint8), 0, n, 0, m, c0, t, most, genome.packed, genome.nmask,
+                                got):
+            score = n * scoring["match"] - int(got[1]) * (scoring["match"] + scoring["mismatch"])
+            assert (score, int(got[0]) + n) == (res[0], res[2]), (q, ref, c0, t)
+            decided += 1
+    assert decided > 500
+
+
+@pytest.mark.parametrize("scoring", [dict(match=1, mismatch=4, gap_open=6, gap_extend=1),
+                                     dict(match=2, mismatch=2, gap_open=12, gap_extend=2),
+                                     dict(match=1, mismatch=4, gap_open=4, gap_extend=1)])   # 1 mismatch ties a gap
+def test_ungapped_shortcut_equals_the_dp(backend, rng, scoring):
+    """Extension and traceback skip the DP where the alignment is ungapped for sure
+    (extend.ungapped_best): their rows and CIGARs must be exactly what the DP gives."""
+    p = MapParams(max_indels=int(rng.integers(1, 6)), **scoring)
+    s = dict(match=p.match, mismatch=p.mismatch, gap_open=p.gap_open, gap_ext=p.gap_extend)
+    decided = 0
+    for _ in range(3):
+        genome, batch, keys = near_exact_world(rng)
+        reads = np.arange(len(batch))
+        out = backend.extend_stage(batch, genome, reads, keys, p)
+        ops, lens, trace = backend.traceback_stage(batch, genome, reads, keys, np.zeros(len(batch), np.int64), p)
+        gtext = "".join("ACGTN"[c] for c in genome.codes())
+        for x, key in enumerate(keys):
+            s0, e0 = batch.read_off[x], batch.read_off[x + 1]
+            q = (batch.rc_codes if key >= encode.STRAND_BIT else batch.codes)[s0:e0].tolist()
+            ws, c0 = int(out[x, extend.EXT_WINDOW]), int(out[x, extend.EXT_C0])
+            win = np.zeros(4, dtype=np.int64)
+            extend.window_of(key, len(q), p.max_indels, genome.offsets, genome.ends, genome.size, win)
+            res, tb = run_dp(q, gtext[ws:ws + int(win[1])], c0, p.max_indels, 0, do_tb=True, scoring=s)
+            assert (out[x, extend.EXT_SCORE], out[x, extend.EXT_END_COL]) == (res[0], res[2]), x
+            got = np.zeros(4, dtype=np.int64)
+            decided += bool(extend.ungapped_best(np.array(q, dtype=np.uint8), 0, len(q), ws, int(win[1]), c0,
+                                                 p.max_indels, extend.ungapped_most(**s), genome.packed,
+                                                 genome.nmask, got))
+            if res[0] <= extend.NEG // 2:
+                continue
+            assert tuple(trace[x, [extend.TR_SCORE, extend.TR_END_ROW, extend.TR_END_COL]]) == (res[0], res[1], res[2])
+            want_ops, want_lens = np.zeros(2 * len(q) + 2, np.uint8), np.zeros(2 * len(q) + 2, np.int32)
+            tr = np.zeros(4, dtype=np.int64)
+            extend.traceback(tb, 0, p.max_indels, c0, res[1], res[2], want_ops, want_lens, 0, 1, tr)
+            nops = int(tr[0])
+            assert trace[x, extend.TR_NOPS] == nops
+            assert (trace[x, extend.TR_READ_START], trace[x, extend.TR_REF_START]) == (tr[1], ws + tr[2])
+            assert ops[x, :nops].tolist() == want_ops[:nops].tolist()
+            assert lens[x, :nops].tolist() == want_lens[:nops].tolist()
+    assert decided > 20   # the shortcut was taken, not only the DP

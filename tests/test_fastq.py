@@ -89,11 +89,22 @@ def test_batches_and_threads_do_not_change_the_reads(tmp_path, monkeypatch, thre
     cut = int(rng.integers(1, len(text)))
     (tmp_path / "r.fq.gz").write_bytes(gzip.compress(text[:cut]) + gzip.compress(text[cut:-1]))  # no last newline
     whole = encode_fastq(fastq(tmp_path / "w.fq", recs), k=6)
-    batches = list(read_batches(str(tmp_path / "r.fq.gz"), 6, int(rng.integers(1, 60)), threads))
-    assert len(batches) > 1
-    again = concatenate(batches, 6)
-    for field in Reads.__dataclass_fields__:
-        assert np.array_equal(getattr(again, field), getattr(whole, field)), field
+    size = int(rng.integers(1, 60))
+    for ramp in (False, True):
+        batches = list(read_batches(str(tmp_path / "r.fq.gz"), 6, size, threads, ramp=ramp))
+        assert len(batches) > 1
+        again = concatenate(batches, 6)
+        for field in Reads.__dataclass_fields__:
+            assert np.array_equal(getattr(again, field), getattr(whole, field)), field
+
+
+def test_a_ramp_starts_with_small_batches(tmp_path, rng):
+    """With ramp, the first batches hold 1/16, 1/8, 1/4 and 1/2 of the batch size, then the full size."""
+    recs = random_records(rng, 1000)
+    path = fastq(tmp_path / "r.fq", recs)
+    sizes = [len(b) for b in read_batches(path, 6, 160, ramp=True)]
+    assert sizes == [10, 20, 40, 80] + [160] * 5 + [50]
+    assert [len(b) for b in read_batches(path, 6, 160)] == [160] * 6 + [40]
 
 
 def test_an_error_names_the_line_in_the_whole_file(tmp_path, rng):

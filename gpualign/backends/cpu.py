@@ -68,7 +68,7 @@ def candidate_stage(reads, sel, index, p):
 @njit(cache=True)
 def _band_scratch(W):
     return (np.empty(W + 1, dtype=np.int32), np.empty(W + 1, dtype=np.int32),
-            np.empty(W + 1, dtype=np.int32), np.empty(W + 1, dtype=np.int32))
+            np.empty(W + 1, dtype=np.int32), np.empty(W + 1, dtype=np.int32), np.empty(W + 1, dtype=np.uint8))
 
 
 @njit(parallel=True, cache=True)
@@ -76,10 +76,10 @@ def _extend(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c
             match, mismatch, gap_open, gap_ext, clip_penalty, out):
     for x in prange(pair_read.shape[0]):
         r = pair_read[x]
-        H, F, HS, FS = _band_scratch(2 * t + 1)
+        H, F, HS, FS, GB = _band_scratch(2 * t + 1)
         extend_pair(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed,
                     g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
-                    H, F, HS, FS, np.empty(1, dtype=np.uint8), np.zeros(4, dtype=np.int64),
+                    H, F, HS, FS, GB, np.empty(1, dtype=np.uint8), np.zeros(4, dtype=np.int64),
                     np.zeros(4, dtype=np.int64), out)
 
 
@@ -99,9 +99,9 @@ def _trace(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_
     for x in prange(sel_read.shape[0]):
         r = sel_read[x]
         n = read_off[r + 1] - read_off[r]
-        H, F, HS, FS = _band_scratch(2 * t + 1)
+        H, F, HS, FS, GB = _band_scratch(2 * t + 1)
         trace_pair(x, sel_key[x], sel_local[x], codes, rc_codes, read_off[r], n, g_packed, g_nmask, c_off,
-                   c_end, gsize, t, match, mismatch, gap_open, gap_ext, H, F, HS, FS,
+                   c_end, gsize, t, match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB,
                    np.empty(n * (2 * t + 1), dtype=np.uint8), 0, np.zeros(4, dtype=np.int64),
                    np.zeros(4, dtype=np.int64), ops, lens, x * maxops, 1, out)
 

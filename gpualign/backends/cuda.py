@@ -22,7 +22,7 @@ import numpy as np
 from numba import cuda
 from numba.cuda.core import config as cuda_core_config
 
-from .. import encode, extend, seed
+from .. import encode, extend, seed, trace
 from . import launch
 from ..extend import EXT_COLUMNS, RESCUE_COL, RESCUE_COLUMNS, RESCUE_ROW, RESCUE_SCORE, TR_COLUMNS, TR_NOPS
 from ..options import MAX_INDELS
@@ -40,8 +40,8 @@ RESEED_CHUNK = 16384         # reads re-seeded per launch: 128 KB of hit scratch
 _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of"],
            seed: ["read_matches_at", "exact_hits", "seed_kmer", "seed_offset", "collect_seed_hits",
                   "merge_sort_runs", "find_candidates"],
-           extend: ["window_of", "banded_dp", "local_can_win", "skip_local", "push_op", "traceback",
-                    "extend_pair", "trace_pair", "rescue_align"]}
+           extend: ["window_of", "mismatches_below", "ungapped_most", "ungapped_best", "banded_dp", "local_can_win",
+                    "skip_local", "push_op", "traceback", "extend_pair", "trace_pair", "rescue_align"]}
 
 
 def _device_functions():
@@ -100,7 +100,8 @@ def _extend_kernel(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_n
     d_extend_pair(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed, g_nmask,
                   c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
                   cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32), tb,
+                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                  cuda.local.array(MAX_W, dtype=np.uint8), tb,
                   cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), out)
 
 
@@ -115,7 +116,7 @@ def _trace_kernel(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_pac
                  g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext,
                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                 tb, x * maxlen * (2 * t + 1), cuda.local.array(4, dtype=np.int64),
+                 cuda.local.array(MAX_W, dtype=np.uint8), tb, x * maxlen * (2 * t + 1), cuda.local.array(4, dtype=np.int64),
                  cuda.local.array(4, dtype=np.int64), ops, lens, x, sel_read.shape[0], out)
 
 
@@ -178,9 +179,10 @@ def _upload(slot: str, arr):
     if buf is None or buf.nbytes < arr.nbytes:
         buf = numba.cuda.pinned_array(max(arr.nbytes, 1 << 16) * 5 // 4, dtype=np.uint8)
         state.pinned[slot] = buf
-    staged = buf[:arr.nbytes].view(arr.dtype).reshape(arr.shape)
-    np.copyto(staged, arr)
-    return numba.cuda.to_device(staged, stream=state.stream)
+    with trace.span("GPU upload"):
+        staged = buf[:arr.nbytes].view(arr.dtype).reshape(arr.shape)
+        np.copyto(staged, arr)
+        return numba.cuda.to_device(staged, stream=state.stream)
 
 
 def _empty(shape, dtype):
@@ -204,8 +206,9 @@ def _zeros(n, dtype):
 def _fetch(*device_arrays):
     """Copies back on this thread's stream, waited for once."""
     stream = _stream()
-    out = [a.copy_to_host(stream=stream) for a in device_arrays]
-    stream.synchronize()
+    with trace.span("GPU wait and copy back"):
+        out = [a.copy_to_host(stream=stream) for a in device_arrays]
+        stream.synchronize()
     return out
 
 
@@ -230,7 +233,7 @@ _launch_turns = threading.Lock()
 
 def _launch(kernel, n, *args):
     if n > 0:
-        with _launch_turns:
+        with trace.span("GPU launch (turns)"), _launch_turns:
             kernel[launch.blocks_for(n), launch.THREADS_PER_BLOCK, _stream()](*args)
 
 

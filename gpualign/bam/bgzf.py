@@ -16,6 +16,7 @@ except ImportError:  # pragma: no cover
     isal_zlib = None
     crc32 = zlib.crc32
 
+from .. import trace
 from ..output import open_binary
 
 
@@ -43,7 +44,8 @@ def deflate(data, level: int) -> bytes:
 def bgzf_blocks(data, level: int) -> bytes:
     """Consecutive BGZF blocks of data (one task of the compression pool: fewer, bigger tasks
     keep the pool's per-task overhead small)."""
-    return b"".join(bgzf_block(data[i:i + BGZF_INPUT], level) for i in range(0, len(data), BGZF_INPUT))
+    with trace.span("compress BGZF"):
+        return b"".join(bgzf_block(data[i:i + BGZF_INPUT], level) for i in range(0, len(data), BGZF_INPUT))
 
 
 BLOCKS_PER_TASK = 16

@@ -37,6 +37,8 @@ from .bai import reg2bin
 use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
 SEQ_NIBBLE = np.array([1, 2, 4, 8, 15], dtype=np.uint8)   # A C G T N in BAM's 4-bit code
+RECORDS_PER_TASK = 1 << 15   # records one encoding task writes: a batch's are spread over threads
+
 # columns of record_fields
 F_FLAG, F_RID, F_POS, F_END, F_MRID, F_MPOS, F_TLEN, F_MQ = range(8)
 UNMAPPED_KEY = np.iinfo(np.int64).max   # unmapped reads sort last, in input order
@@ -155,8 +157,9 @@ def batch_md_nm(reads, aln, ref):
 
 
 @njit(cache=True, nogil=True)
-def record_fields(aln, ref, proper, paired):
-    """Per read: flag, refID, pos, end, mate refID, mate pos, TLEN, mate MAPQ (-1: no MQ tag).
+def record_fields(aln, ref, proper, paired, first, last):
+    """Per read of first..last-1 (row r - first): flag, refID, pos, end, mate refID, mate pos, TLEN,
+    mate MAPQ (-1: no MQ tag). Paired: first and last even, so both mates of a fragment are in.
 
     Paired batches interleave mates (read r's mate is r ^ 1). An unmapped read whose mate mapped
     takes the mate's refID and pos (as samtools expects, so it sorts next to it); TLEN runs from
@@ -164,12 +167,11 @@ def record_fields(aln, ref, proper, paired):
     """
     row_of, key, mapq, _, _, ops, lens, trace = aln
     c_off = ref[2]
-    n = row_of.shape[0]
-    f = np.full((n, 8), -1, dtype=np.int64)
-    for r in range(n):
+    f = np.full((last - first, 8), -1, dtype=np.int64)
+    for r in range(first, last):
         row = row_of[r]
-        f[r, F_FLAG] = FLAG_UNMAPPED
-        f[r, F_TLEN] = 0
+        f[r - first, F_FLAG] = FLAG_UNMAPPED
+        f[r - first, F_TLEN] = 0
         if row >= 0:
             gstart = trace[row, TR_REF_START]
             rid = contig_of(c_off, gstart)
@@ -177,42 +179,42 @@ def record_fields(aln, ref, proper, paired):
             for x in range(trace[row, TR_NOPS]):
                 if ops[row, x] == OP_M or ops[row, x] == OP_D:
                     span += lens[row, x]
-            f[r, F_FLAG] = FLAG_REVERSE if key[r] >= STRAND_BIT else 0
-            f[r, F_RID] = rid
-            f[r, F_POS] = gstart - c_off[rid]
-            f[r, F_END] = gstart - c_off[rid] + span
+            f[r - first, F_FLAG] = FLAG_REVERSE if key[r] >= STRAND_BIT else 0
+            f[r - first, F_RID] = rid
+            f[r - first, F_POS] = gstart - c_off[rid]
+            f[r - first, F_END] = gstart - c_off[rid] + span
     if not paired:
         return f
-    for r in range(n):
+    for r in range(first, last):
         m = r ^ 1
         mine = row_of[r] >= 0
         mates = row_of[m] >= 0
-        flag = f[r, F_FLAG] | FLAG_PAIRED | (FLAG_READ1 if r % 2 == 0 else FLAG_READ2)
+        flag = f[r - first, F_FLAG] | FLAG_PAIRED | (FLAG_READ1 if r % 2 == 0 else FLAG_READ2)
         if not mates:
             flag |= FLAG_MATE_UNMAPPED
-        elif f[m, F_FLAG] & FLAG_REVERSE:
+        elif f[m - first, F_FLAG] & FLAG_REVERSE:
             flag |= FLAG_MATE_REVERSE
         if mine and mates and proper[r]:
             flag |= FLAG_PROPER
-        f[r, F_FLAG] = flag
-    for r in range(n):
+        f[r - first, F_FLAG] = flag
+    for r in range(first, last):
         m = r ^ 1
         mine = row_of[r] >= 0
         mates = row_of[m] >= 0
         if mates:
-            f[r, F_MRID] = f[m, F_RID]
-            f[r, F_MPOS] = f[m, F_POS]
-            f[r, F_MQ] = mapq[m]
+            f[r - first, F_MRID] = f[m - first, F_RID]
+            f[r - first, F_MPOS] = f[m - first, F_POS]
+            f[r - first, F_MQ] = mapq[m]
             if not mine:   # placed at its mate
-                f[r, F_RID] = f[m, F_RID]
-                f[r, F_POS] = f[m, F_POS]
+                f[r - first, F_RID] = f[m - first, F_RID]
+                f[r - first, F_POS] = f[m - first, F_POS]
         elif mine:
-            f[r, F_MRID] = f[r, F_RID]
-            f[r, F_MPOS] = f[r, F_POS]
-        if mine and mates and f[r, F_RID] == f[m, F_RID]:
-            five = f[r, F_END] if f[r, F_FLAG] & FLAG_REVERSE else f[r, F_POS]
-            mate_five = f[m, F_END] if f[m, F_FLAG] & FLAG_REVERSE else f[m, F_POS]
-            f[r, F_TLEN] = mate_five - five
+            f[r - first, F_MRID] = f[r - first, F_RID]
+            f[r - first, F_MPOS] = f[r - first, F_POS]
+        if mine and mates and f[r - first, F_RID] == f[m - first, F_RID]:
+            five = f[r - first, F_END] if f[r - first, F_FLAG] & FLAG_REVERSE else f[r - first, F_POS]
+            mate_five = f[m - first, F_END] if f[m - first, F_FLAG] & FLAG_REVERSE else f[m - first, F_POS]
+            f[r - first, F_TLEN] = mate_five - five
     return f
 
 
@@ -263,14 +265,15 @@ def put_alignment_tags(buf, off, r, q, qoff, aln, ref, write):
     """NM, MD, AS and XS (when there is a second best score) of mapped read r."""
     row_of, _, _, score, sub, ops, lens, trace = aln
     row = row_of[r]
-    # NM comes first (samtools' order): one MD walk counts NM and MD's length, a second writes MD
-    md_len, nm = md_and_nm(q, qoff, ops, lens, trace, row, ref, buf, 0, False)
-    off = put_int_tag(buf, off, 78, 77, nm, write)                      # NM
-    off = put_tag_head(buf, off, 77, 68, 90, write)                      # MD:Z
+    # NM comes first (samtools' order) but is known only after the MD walk: its fixed 7 bytes are
+    # left for it and filled after, so one walk both writes MD and counts NM
+    nm_at = off
+    off = put_tag_head(buf, off + 7, 77, 68, 90, write)                  # MD:Z
+    md_end, nm = md_and_nm(q, qoff, ops, lens, trace, row, ref, buf, off, write)
+    put_int_tag(buf, nm_at, 78, 77, nm, write)                           # NM
     if write:
-        md_and_nm(q, qoff, ops, lens, trace, row, ref, buf, off, True)
-        buf[off + md_len] = 0
-    off = put_int_tag(buf, off + md_len + 1, 65, 83, score[r], write)   # AS
+        buf[md_end] = 0
+    off = put_int_tag(buf, md_end + 1, 65, 83, score[r], write)         # AS
     if sub[r] >= 0:
         off = put_int_tag(buf, off, 88, 83, sub[r], write)               # XS
     return off
@@ -343,26 +346,49 @@ def encode_record(r, reads, aln, ref, rg, fields, buf, off, write):
 
 
 @njit(cache=True, nogil=True)
-def encode_batch(reads, aln, ref, rg, proper, paired):
-    """All records of a batch, in read order: (bytes, record offsets[n+1], coordinate sort keys).
+def record_bound(r, reads, aln, rg, paired):
+    """At least the bytes encode_record writes for read r, from lengths alone (no MD walk). MD has at
+    most 2 characters an aligned read base and 3 a deleted reference base (a run of matches writes
+    no more digits than its length, or "0"); a text CIGAR operation at most 6 (lengths < 10**5)."""
+    _, name_off, _, _, _, read_off = reads
+    row_of, _, _, _, _, ops, lens, trace = aln
+    n = read_off[r + 1] - read_off[r]
+    size = 36 + name_off[r + 1] - name_off[r] + 1 + (n + 1) // 2 + n + 4 + rg.shape[0] + 1
+    row = row_of[r]
+    if row >= 0:
+        deleted = 0
+        for x in range(trace[row, TR_NOPS]):
+            if ops[row, x] == OP_D:
+                deleted += lens[row, x]
+        size += 4 * (trace[row, TR_NOPS] + 2) + 7 + 4 + 2 * n + 3 * deleted + 1 + 7 + 7   # CIGAR NM MD AS XS
+    m = r ^ 1
+    if paired and m < row_of.shape[0] and row_of[m] >= 0:
+        size += 4 + 6 * (trace[row_of[m], TR_NOPS] + 2) + 1 + 7                            # MC MQ
+    return size
 
-    Serial and GIL-free: batches are encoded side by side on threads while the next one maps.
-    A sort key orders by contig, position, then forward before reverse strand (as samtools).
+
+@njit(cache=True, nogil=True)
+def encode_batch(reads, aln, ref, rg, proper, paired, first, last):
+    """The records of reads first..last-1 of a batch, in read order: (bytes, record offsets, coordinate
+    sort keys). Paired: first and last even.
+
+    Serial and GIL-free: slices of batches are encoded side by side on threads while the next batch
+    maps. A sort key orders by contig, position, then forward before reverse strand (as samtools).
     """
-    fields = record_fields(aln, ref, proper, paired)
+    fields = record_fields(aln, ref, proper, paired, first, last)
     n = fields.shape[0]
+    bound = 0
+    for r in range(first, last):
+        bound += record_bound(r, reads, aln, rg, paired)
+    buf = np.empty(bound, dtype=np.uint8)   # written once, front to back: untouched pages cost nothing
     offsets = np.zeros(n + 1, dtype=np.int64)
-    scratch = np.zeros(1, dtype=np.uint8)
-    for r in range(n):
-        offsets[r + 1] = offsets[r] + encode_record(r, reads, aln, ref, rg, fields[r], scratch, 0, False)
-    buf = np.empty(offsets[n], dtype=np.uint8)
     keys = np.full(n, UNMAPPED_KEY, dtype=np.int64)
     for r in range(n):
-        encode_record(r, reads, aln, ref, rg, fields[r], buf, offsets[r], True)
+        offsets[r + 1] = encode_record(first + r, reads, aln, ref, rg, fields[r], buf, offsets[r], True)
         if fields[r, F_RID] >= 0:
             strand = 1 if fields[r, F_FLAG] & FLAG_REVERSE else 0
             keys[r] = (fields[r, F_RID] << 33) | (fields[r, F_POS] << 1) | strand
-    return buf, offsets, keys
+    return buf[:offsets[n]], offsets, keys
 
 
 def kernel_args(batch, res, genome):
@@ -376,12 +402,22 @@ def kernel_args(batch, res, genome):
     return reads, aln, (genome.packed, genome.nmask, genome.offsets), res.proper if paired else row_of, paired
 
 
-def batch_bam_records(batch, res, genome, rg_id):
-    """The BAM records of a batch, in input order: (bytes, record offsets, coordinate sort keys)."""
+def record_slices(n: int, size: int | None = None):
+    """(first, last) of the slices a batch's records are encoded in, each on a thread of its own
+    (size is even: a slice of a paired batch holds both mates of its fragments)."""
+    size = size or RECORDS_PER_TASK
+    return [(a, min(n, a + size)) for a in range(0, n, size)]
+
+
+def batch_bam_records(batch, res, genome, rg_id, first=0, last=None):
+    """The BAM records of reads first..last-1 of a batch (all by default), in input order: (bytes,
+    record offsets, coordinate sort keys)."""
+    last = len(batch) if last is None else last
     rg = np.frombuffer((rg_id or "").encode(), dtype=np.uint8)
     reads, aln, ref, proper, paired = kernel_args(batch, res, genome)
-    buf, offsets, keys = encode_batch(reads, aln, ref, rg, proper, paired)
+    buf, offsets, keys = encode_batch(reads, aln, ref, rg, proper, paired, first, last)
     if batch.has_comments:   # read with -C: the comments' tags end each record
-        _, _, tags, tag_off = comment_tags(batch.comments, batch.comment_off)
+        _, _, tags, tag_off = comment_tags(batch.comments[batch.comment_off[first]:batch.comment_off[last]],
+                                           batch.comment_off[first:last + 1] - batch.comment_off[first])
         buf, offsets = append_tags(buf, offsets, tags, tag_off)
     return buf, offsets, keys

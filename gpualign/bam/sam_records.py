@@ -26,7 +26,7 @@ def batch_records(batch, res, genome, header, rg_id):
     encoder writes, tags in its order."""
     reads, aln, ref, proper, paired = kernel_args(batch, res, genome)
     row_of, key, mapq, score, sub, ops, lens, trace = aln
-    fields = record_fields(aln, ref, proper, paired)
+    fields = record_fields(aln, ref, proper, paired, 0, len(batch))
     md, md_off, nm = batch_md_nm(reads, aln, ref)
     records = []
     for r, f in enumerate(fields):

@@ -2,9 +2,9 @@
 itself (no separate `samtools sort` pass), then indexed.
 
 Both sinks take a batch's records as numba-built bytes (records.batch_bam_records, the `encode`
-they are given) on worker threads, so the next batch maps on the GPU while this one is encoded.
-The sorted sink sorts each batch on its worker and appends it to one run file beside the output,
-keeping only 16 bytes per read in memory (sort key, file offset); at the end a stable merge of the
+they are given; a slice of a batch a task) on worker threads, so the next batch maps on the GPU
+while this one is encoded. The sorted sink sorts each slice on its worker and appends it to one run
+file beside the output, keeping only 16 bytes per read in memory (sort key, file offset); at the end a stable merge of the
 keys gives the order, and records are gathered from the (page-cached) run file into BGZF blocks
 compressed on all threads, their index fields read back as they go (bai.index_fields). Equal keys
 keep input order, so the output does not depend on the batch size.
@@ -25,6 +25,7 @@ from .bai import build_bai, index_fields, virtual_offsets
 from .bgzf import BamWriter
 from ..jitcache import use_versioned_cache
 from ..threads import ordered_map
+from .. import trace
 
 use_versioned_cache()  # before any @njit below
 
@@ -63,7 +64,8 @@ def gather(src, starts, ends, order):
 
 
 class RecordSink:
-    """Encodes batches on worker threads and hands their records to `consume` in input order."""
+    """Encodes items (a batch and its result, or a slice of them: whatever `encode` takes) on worker
+    threads and hands their records to `consume` in input order."""
 
     def __init__(self, encode, threads: int):
         self.encode = encode
@@ -71,8 +73,8 @@ class RecordSink:
         self.pool = ThreadPoolExecutor(max_workers=self.workers)
         self.jobs = collections.deque()
 
-    def add(self, batch, result):
-        self.jobs.append(self.pool.submit(self.encode, batch, result))
+    def add(self, *item):
+        self.jobs.append(self.pool.submit(self.encode, *item))
         while self.jobs and (len(self.jobs) > self.workers or self.jobs[0].done()):
             self.consume(*self.jobs.popleft().result())
 
@@ -110,7 +112,7 @@ class SortedBam(RecordSink):
     """Records in coordinate order, then a .bai index (at `index_path`)."""
 
     def __init__(self, path, header, encode, level, threads, index_path=None, times=None, work_dir=None):
-        super().__init__(lambda b, r: sort_batch(*encode(b, r)), threads)
+        super().__init__(lambda *item: self.sorted_records(*encode(*item)), threads)
         self.path, self.header, self.level, self.threads = path, header, level, threads
         self.index_path = index_path
         self.times = times or (lambda stage: contextlib.nullcontext())
@@ -123,8 +125,14 @@ class SortedBam(RecordSink):
         self.written = 0
         self.keys, self.starts = [], []
 
+    @staticmethod
+    def sorted_records(buf, offsets, keys):
+        with trace.span("sort batch records"):
+            return sort_batch(buf, offsets, keys)
+
     def consume(self, buf, offsets, keys):
-        self.run.write(buf)
+        with trace.span("write sorted run"):
+            self.run.write(buf)
         self.keys.append(keys)
         self.starts.append(offsets + self.written)
         self.written += len(buf)
@@ -156,8 +164,9 @@ class SortedBam(RecordSink):
         fields = []
 
         def gather_part(part):
-            records = gather(src, starts, ends, part)
-            return records, (index_fields(records) if self.index_path else None)
+            with trace.span("gather sorted records"):
+                records = gather(src, starts, ends, part)
+                return records, (index_fields(records) if self.index_path else None)
 
         with BamWriter(self.path, self.header, self.level, self.threads) as out, \
                 ThreadPoolExecutor(max_workers=GATHER_THREADS) as pool:

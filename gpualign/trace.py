@@ -1,0 +1,49 @@
+"""An optional timeline of a run: thread, step, start and end of every timed step, written as TSV
+when the environment variable GPUALIGN_TRACE names a file (bench/timeline.py reads it and says
+what the wall clock waited on). Off, a step costs one dictionary lookup."""
+
+import contextlib
+import os
+import threading
+import time
+
+_events = []
+_lock = threading.Lock()
+
+
+def enabled() -> bool:
+    return bool(os.environ.get("GPUALIGN_TRACE"))
+
+
+@contextlib.contextmanager
+def span(step: str):
+    if not enabled():
+        yield
+        return
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        record(step, start, time.perf_counter())
+
+
+def record(step: str, start: float, end: float):
+    """Add a step already timed (perf_counter seconds)."""
+    if enabled():
+        with _lock:
+            _events.append((threading.current_thread().name, step, start, end))
+
+
+def write():
+    """Write the steps so far to $GPUALIGN_TRACE (times from the first step) and forget them."""
+    path = os.environ.get("GPUALIGN_TRACE")
+    if not path:
+        return
+    with _lock:
+        events = sorted(_events, key=lambda e: e[2])
+        _events.clear()
+    t0 = events[0][2] if events else 0.0
+    with open(path, "w") as fh:
+        fh.write("thread\tstep\tstart\tend\n")
+        for thread, step, start, end in events:
+            fh.write(f"{thread}\t{step}\t{start - t0:.6f}\t{end - t0:.6f}\n")
