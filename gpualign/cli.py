@@ -184,8 +184,10 @@ def run_map(args, log, argv, tuning: Tuning):
 
     import numba
     from .genome import load_genome
+    from .heap import keep_freed_memory
     from .index import load_index
     from .mapper import map_reads
+    keep_freed_memory()   # before the threads: batches reuse memory rather than page-faulting it in
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     genome = load_genome(*(genome_prefix + s for s in GENOME_SUFFIXES))
     index = load_index(args.prefix + INDEX_SUFFIX)

@@ -177,3 +177,31 @@ def test_closing_early_stops_the_thread_and_closes_the_generator():
     items.close()
     assert time.monotonic() - start < 2
     assert closed.is_set() and threading.active_count() == before
+
+
+
+FAULTS_OF_A_REUSED_ARRAY = """
+import resource, sys
+import numpy as np
+from gpualign.heap import keep_freed_memory
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+for _ in range(2):
+    a = np.empty(64 << 20, dtype=np.uint8)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    a[:] = 1                      # touch every page
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    del a
+print(faults)
+"""
+
+
+def test_glibc_keeps_freed_memory_so_a_batch_does_not_page_fault_again():
+    """heap.keep_freed_memory (map's first step): a second 64 MB array, after the first is freed,
+    touches memory already mapped (a handful of page faults), where by default it faults every page
+    (every huge page, where the kernel gives them)."""
+    import subprocess
+    import sys
+    faults = {mode: int(subprocess.run([sys.executable, "-c", FAULTS_OF_A_REUSED_ARRAY, mode], check=True,
+                                       capture_output=True, text=True).stdout) for mode in ("keep", "default")}
+    assert faults["default"] > 100 and 4 * faults["keep"] < faults["default"], faults   # (fewer with huge pages)
