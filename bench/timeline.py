@@ -13,7 +13,7 @@ import numpy as np
 
 
 def load(path):
-    rows = [line.rstrip("\n").split("\t") for line in open(path)][1:]
+    rows = [line.rstrip("\n").split("\t") for line in open(path) if not line.startswith("#")][1:]
     return [(t, s, float(a), float(b)) for t, s, a, b in rows]
 
 

@@ -187,10 +187,12 @@ def run_map(args, log, argv, tuning: Tuning):
     from .heap import keep_freed_memory
     from .index import load_index
     from .mapper import map_reads
+    from . import trace
     keep_freed_memory()   # before the threads: batches reuse memory rather than page-faulting it in
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
-    genome = load_genome(*(genome_prefix + s for s in GENOME_SUFFIXES))
-    index = load_index(args.prefix + INDEX_SUFFIX)
+    with trace.span("load genome and index"):
+        genome = load_genome(*(genome_prefix + s for s in GENOME_SUFFIXES))
+        index = load_index(args.prefix + INDEX_SUFFIX)
     reads = open_reads(args, index.k, params.batch_size, args.threads, tuning.insert_block)
     log(f"writing {out.describe()}")
     with writing(out) as (path, index_path):

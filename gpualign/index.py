@@ -9,6 +9,7 @@ mapper (they are repeats that seed nothing useful); how many there are is record
 
 import os
 import time
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,5 +137,34 @@ def genome_of_index(path: str) -> str:
 
 
 def load_index(path: str) -> KmerIndex:
+    """The index at path; its big arrays memory-mapped (copy on write) where stored uncompressed, as
+    save_index writes them, so loading reads nothing until a bin is looked up or the GPU copy is made."""
     with np.load(path) as z:
-        return KmerIndex(int(z["k"]), int(z["max_occ"]), z["offsets"], z["positions"])
+        k, max_occ = int(z["k"]), int(z["max_occ"])
+        arrays = {name: mapped_member(path, z.zip, name) for name in ("offsets", "positions")}
+        for name, arr in arrays.items():
+            if arr is None:
+                arrays[name] = z[name]
+    return KmerIndex(k, max_occ, arrays["offsets"], arrays["positions"])
+
+
+def mapped_member(path: str, archive: zipfile.ZipFile, name: str):
+    """Array `name` of an .npz memory-mapped (copy on write) from where its .npy sits in the zip, or
+    None where it cannot be (compressed, or not a plain array)."""
+    info = archive.getinfo(name + ".npy")
+    if info.compress_type != zipfile.ZIP_STORED:
+        return None
+    with open(path, "rb") as fh:
+        fh.seek(info.header_offset)
+        local = fh.read(30)   # the local file header: its name and extra lengths say where data starts
+        if local[:4] != b"PK\x03\x04":
+            return None
+        fh.seek(info.header_offset + 30 + int.from_bytes(local[26:28], "little")
+                + int.from_bytes(local[28:30], "little"))
+        version = np.lib.format.read_magic(fh)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, fortran, dtype = read_header(fh)
+        if dtype.hasobject or fortran:
+            return None
+        return np.memmap(path, dtype=dtype, mode="c", offset=fh.tell(), shape=shape)

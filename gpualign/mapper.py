@@ -258,8 +258,9 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
             return map_reads(genome, index, reads, bam_path, p, backend_name, threads, read_group, command_line,
                              log, "bam", compression_level, sort, None, paired)
     sam = fmt == "sam"
-    backend = get_backend(backend_name, log)
-    ensure_compiled(backend.NAME, log)   # a cold cache compiles first, before the mapping clock starts
+    with trace.span("start backend"):
+        backend = get_backend(backend_name, log)
+        ensure_compiled(backend.NAME, log)   # a cold cache compiles first, before the mapping clock starts
     header = make_header(genome, read_group, command_line, sort_order="coordinate" if sort and not sam else "unsorted")
     rg_id = read_group["ID"] if read_group else None
     times = StageTimes()

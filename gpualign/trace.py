@@ -43,7 +43,9 @@ def write():
         events = sorted(_events, key=lambda e: e[2])
         _events.clear()
     t0 = events[0][2] if events else 0.0
+    t0_epoch = time.time() - (time.perf_counter() - t0)
     with open(path, "w") as fh:
+        fh.write(f"# t0_epoch={t0_epoch:.6f} (Unix time of the first step's start; times below are from it)\n")
         fh.write("thread\tstep\tstart\tend\n")
         for thread, step, start, end in events:
             fh.write(f"{thread}\t{step}\t{start - t0:.6f}\t{end - t0:.6f}\n")

@@ -149,7 +149,8 @@ def _on_device(arr):
     key = (id(arr), arr.__array_interface__["data"][0], arr.shape)
     with _resident_lock:
         if key not in _resident:
-            _resident[key] = (arr, numba.cuda.to_device(np.ascontiguousarray(arr)))
+            with trace.span("GPU genome and index upload"):
+                _resident[key] = (arr, numba.cuda.to_device(np.ascontiguousarray(arr)))
         return _resident[key][1]
 
 
