@@ -11,6 +11,7 @@ change a result.
 from .jitcache import ensure_compiled
 
 import contextlib
+import itertools
 import sys
 import threading
 import time
@@ -258,9 +259,13 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
             return map_reads(genome, index, reads, bam_path, p, backend_name, threads, read_group, command_line,
                              log, "bam", compression_level, sort, None, paired)
     sam = fmt == "sam"
-    with trace.span("start backend"):
-        backend = get_backend(backend_name, log)
-        ensure_compiled(backend.NAME, log)   # a cold cache compiles first, before the mapping clock starts
+    batches = as_batches(reads, p.batch_size, paired, p.tuning.insert_block)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="first batch") as early:
+        first = early.submit(next, iter(batches), None)   # reading starts while the backend does
+        with trace.span("start backend"):
+            backend = get_backend(backend_name, log)
+            ensure_compiled(backend.NAME, log)   # a cold cache compiles first, before the mapping clock starts
+        batches = itertools.chain([first.result()] if first.result() is not None else [], batches)
     header = make_header(genome, read_group, command_line, sort_order="coordinate" if sort and not sam else "unsorted")
     rg_id = read_group["ID"] if read_group else None
     times = StageTimes()
@@ -278,8 +283,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
         out = UnsortedBam(out_path, header, encode, compression_level, threads)
     progress = Progress(log, backend.NAME)
     try:
-        for batch, res in mapped_batches(as_batches(reads, p.batch_size, paired, p.tuning.insert_block), genome, index, p, backend,
-                                         times, paired):
+        for batch, res in mapped_batches(batches, genome, index, p, backend, times, paired):
             if sam:
                 for rec in batch_records(batch, res, genome, header, rg_id):
                     out.write(rec)
