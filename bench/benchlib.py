@@ -195,8 +195,10 @@ def tool_version(command: str) -> str:
 
 
 def files_size(prefix: Path) -> int:
-    """Bytes of all files named PREFIX.* (an index on disk)."""
-    return sum(p.stat().st_size for p in prefix.parent.glob(prefix.name + ".*") if p.is_file())
+    """Bytes of all files named PREFIX.* (an index on disk; links, such as strobealign's link to
+    the reference, not counted)."""
+    return sum(p.stat().st_size for p in prefix.parent.glob(prefix.name + ".*")
+               if p.is_file() and not p.is_symlink())
 
 
 def done_marker(path: Path) -> Path:

@@ -1,14 +1,15 @@
 # Prologue of a benchmark call on the lent GPU machine; source it from the repository root:
 #   run(command="source bench/device_env.sh && python3 bench/end_to_end.py ...", carry=[".whl", ".peer"])
-# - wheels in .whl (pysam, isal, psutil, pinned numpy, ...) installed into /tmp/site, once per machine;
+# - wheels in .whl (pysam, isal, psutil, pinned numpy, ...; or in the folder $WHL names) installed into /tmp/site,
+#   once per machine;
 # - peer aligners from .peer/*.deb (apt-get download bwa minimap2 bowtie2) unpacked into /tmp/peer;
 # - numba's compile cache in /tmp/nbcache, unbuffered Python, machine facts in $OUT/machine.txt.
 # The machine has no samtools binary: the benchmarks sort and index with pysam.
 export OUT=${OUT:-/tmp/bench_out}
 mkdir -p "$OUT"
-_whl_list=$(ls .whl/*.whl 2>/dev/null)
+_whl_list=$(ls "${WHL:-.whl}"/*.whl 2>/dev/null)
 if [ "$(cat /tmp/site/.whl_list 2>/dev/null)" != "$_whl_list" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${WHL:-.whl}"/*.whl \
     || { echo "device_env: wheel install failed" >&2; return 1 2>/dev/null || exit 1; }
   echo "$_whl_list" > /tmp/site/.whl_list
 fi

@@ -29,7 +29,7 @@ from pathlib import Path
 import benchlib as bl
 from benchlib import log
 import peers
-from peers import PEERS
+from peers import PEERS, PEERS_CLASSIC
 import simulate
 import synth
 
@@ -78,13 +78,21 @@ def prepare_inputs(args) -> tuple[Path, Path, Path, dict]:
 # --------------------------------------------------------------------------
 # indexes
 
+def index_name(aligner: str, args) -> str:
+    """The index's folder: gpualign's depends on k, strobealign's on the read length."""
+    if aligner == "gpualign":
+        return f"gpualign_k{args.k}"
+    return f"strobealign_r{args.length}" if aligner == "strobealign" else aligner
+
+
 def build_index(aligner: str, ref: Path, work: Path, args, logfile: Path) -> tuple[Path, dict]:
-    prefix = work / "idx" / (f"{aligner}_k{args.k}" if aligner == "gpualign" else aligner) / "ref"
+    """The aligner's index of ref under work/idx (built and timed, or reused when complete)."""
+    prefix = work / "idx" / index_name(aligner, args) / "ref"
     prefix.parent.mkdir(parents=True, exist_ok=True)
 
     def make():
-        res = bl.run_timed(peers.index_command(aligner, ref, prefix, args.threads, k=args.k), f"index {aligner}",
-                           logfile)
+        command = peers.index_command(aligner, ref, prefix, args.threads, k=args.k, read_length=args.length)
+        res = bl.run_timed(command, f"index {aligner}", logfile)
         return {"index_s": res["wall_s"], "index_peak_rss_mb": res["peak_rss_mb"],
                 "index_bytes": bl.files_size(prefix)}
     info, reused = bl.cached(prefix.parent / "index", make, f"index {aligner}")
@@ -125,11 +133,17 @@ def run_peer(aligner: str, prefix: Path, reads: Path, bam: Path, args, logfile: 
 def align(aligner: str, ref: Path, reads: Path, warm: Path, gdir: Path, bam: Path, args, logfile: Path) -> dict:
     """Index (or reuse it), then FASTQ.gz -> sorted, indexed BAM, timed."""
     prefix, info = build_index(aligner, ref, gdir, args, logfile)
+    return map_reads(aligner, prefix, info, reads, warm, bam, args, logfile)
+
+
+def map_reads(aligner: str, prefix: Path, index_info: dict, reads, warm, bam: Path, args, logfile: Path) -> dict:
+    """FASTQ.gz -> sorted, indexed BAM with a built index, timed (gpualign after its warm-up on
+    ``warm``); args.reads counts the reads (each mate for pairs) for reads/s."""
     if aligner == "gpualign":
         res = run_gpualign(prefix, reads, warm, bam, args, logfile)
     else:
         res = run_peer(aligner, prefix, reads, bam, args, logfile)
-    res.update(info)
+    res.update(index_info)
     res["reads_per_s"] = args.reads / res["wall_s"]
     res["bam_bytes"] = bam.stat().st_size
     res["sorted_indexed"] = bl.is_sorted_indexed(bam)
@@ -175,8 +189,8 @@ def parse_args(argv=None):
     p.add_argument("--reads", type=int, default=10_000_000, help="reads to simulate [10M]")
     p.add_argument("--length", type=int, default=100, help="read length [100]")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--peers", default=",".join(PEERS),
-                   help="comma-separated subset of bwa,minimap2,bowtie2 ('' for none)")
+    p.add_argument("--peers", default=",".join(PEERS_CLASSIC),
+                   help=f"comma-separated subset of {','.join(PEERS)} ('' for none) [{','.join(PEERS_CLASSIC)}]")
     p.add_argument("--skip-gpualign", action="store_true", help="run the peers only")
     p.add_argument("--gpualign-backend", default="cuda", choices=["cuda", "cpu", "auto"])
     p.add_argument("-k", type=int, help="gpualign index k [gpualign.index.suggested_k for the genome]")

@@ -123,7 +123,7 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--peers", default="bwa,minimap2",
-                   help="comma-separated subset of bwa,minimap2,bowtie2 ('' for none) [bwa,minimap2]")
+                   help=f"comma-separated subset of {','.join(PEERS)} ('' for none) [bwa,minimap2]")
     p.add_argument("--skip-gpualign", action="store_true", help="run the peers only")
     p.add_argument("--gpualign-backend", default="cuda", choices=["cuda", "cpu", "auto"])
     p.add_argument("-k", type=int, help="gpualign index k [gpualign.index.suggested_k for the genome]")
