@@ -225,13 +225,14 @@ def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = Fal
     first ones smaller with ramp, as ramp_sizes). A file with no records is an error unless allow_empty
     (a chunk of a split sample may be empty). decoder: see seqio.Input (None: the fastest that fits)."""
     sizes = ramp_sizes(batch_size) if ramp else iter(lambda: batch_size, None)
+    reads = ramp_sizes(READ_BLOCK) if ramp else iter(lambda: READ_BLOCK, None)   # the first batch not behind 48 MB
     with Input(path, "reads", threads, decoder, PARALLEL_GZIP_MIN) as fh:
         pending = b""
         lines_before = 0
         eof = False
         while not eof:
             with trace.span("decompress"):
-                block = fh.read(READ_BLOCK)   # less only at the end of the input, b"" only there
+                block = fh.read(next(reads))   # less only at the end of the input, b"" only there
             eof = not block
             data = pending + block
             if eof and data and not data.endswith(b"\n"):

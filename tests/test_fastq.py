@@ -90,6 +90,7 @@ def test_batches_and_threads_do_not_change_the_reads(tmp_path, monkeypatch, thre
     (tmp_path / "r.fq.gz").write_bytes(gzip.compress(text[:cut]) + gzip.compress(text[cut:-1]))  # no last newline
     whole = encode_fastq(fastq(tmp_path / "w.fq", recs), k=6)
     size = int(rng.integers(1, 60))
+    monkeypatch.setattr(fastq_module, "READ_BLOCK", int(rng.integers(300, 5000)))   # several reads (ramped too)
     for ramp in (False, True):
         batches = list(read_batches(str(tmp_path / "r.fq.gz"), 6, size, threads, ramp=ramp))
         assert len(batches) > 1
