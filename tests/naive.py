@@ -1,5 +1,12 @@
 """Slow, obviously correct references for the fast kernels: full matrices, plain Python."""
 
+import struct
+
+import numpy as np
+
+from gpualign.bam.bai import LINEAR_SHIFT, PSEUDO_BIN
+from gpualign.sam import FLAG_UNMAPPED
+
 NEG = float("-inf")
 
 
@@ -310,3 +317,57 @@ def md_nm(query, ref, cigar):
             qi += ln
     md.append(str(run))
     return "".join(md), nm
+
+
+# ---- .bai (bam/bai.py)
+
+
+def bai_bytes(n_ref: int, tid, pos, end, bins, flag, vstart, vend) -> bytes:
+    """The .bai bytes (bam.bai.build_bai), plainly: per reference, a dictionary of bins and their chunks,
+    the linear index by np.minimum.at."""
+    out = [b"BAI\x01", struct.pack("<i", n_ref)]
+    placed = tid >= 0
+    bounds = np.searchsorted(tid[placed], np.arange(n_ref + 1))
+    idx = np.flatnonzero(placed)
+    for ref in range(n_ref):
+        rows = idx[bounds[ref]:bounds[ref + 1]]
+        out.append(bai_reference(pos[rows], end[rows], bins[rows], flag[rows], vstart[rows], vend[rows]))
+    out.append(struct.pack("<Q", int(np.count_nonzero(~placed))))
+    return b"".join(out)
+
+
+def bai_reference(pos, end, bins, flag, vstart, vend) -> bytes:
+    """One reference's part of the .bai: each bin's records in order, merged into one chunk while
+    each starts where the last ended; the pseudo-bin; the linear index."""
+    if len(pos) == 0:
+        return struct.pack("<ii", 0, 0)
+    chunks = {}
+    for b, s, e in zip(bins.tolist(), vstart.tolist(), vend.tolist()):
+        mine = chunks.setdefault(b, [])
+        if mine and mine[-1][1] == s:
+            mine[-1][1] = e
+        else:
+            mine.append([s, e])
+    out = struct.pack("<i", len(chunks) + 1)
+    for b in sorted(chunks):
+        out += struct.pack("<Ii", b, len(chunks[b])) + b"".join(struct.pack("<QQ", s, e) for s, e in chunks[b])
+    unmapped = sum(1 for f in flag.tolist() if f & FLAG_UNMAPPED)
+    out += struct.pack("<IiQQQQ", PSEUDO_BIN, 2, int(vstart[0]), int(vend[-1]), len(pos) - unmapped, unmapped)
+    return out + bai_linear(pos, end, vstart)
+
+
+def bai_linear(pos, end, vstart) -> bytes:
+    """Per 16 kbp window, the smallest start offset of a record overlapping it; empty windows
+    take the previous window's value (records are in coordinate order, so offsets ascend)."""
+    w0 = pos >> LINEAR_SHIFT
+    w1 = (np.maximum(end, pos + 1) - 1) >> LINEAR_SHIFT
+    n = int(w1.max()) + 1
+    offsets = np.full(n, np.iinfo(np.uint64).max, dtype=np.uint64)
+    span = w1 - w0 + 1
+    windows = np.repeat(w0, span) + (np.arange(span.sum()) - np.repeat(np.cumsum(span) - span, span))
+    np.minimum.at(offsets, windows, np.repeat(vstart, span))
+    unset = offsets == np.iinfo(np.uint64).max
+    offsets[unset] = 0
+    filled = np.maximum.accumulate(np.where(unset, 0, offsets))   # previous value for empty windows
+    offsets = np.where(unset, filled, offsets)
+    return struct.pack("<i", n) + offsets.astype("<u8").tobytes()

@@ -169,3 +169,39 @@ def test_region_queries_equal_samtools_index_and_a_scan(bams, rng):
                 assert got == [r.query_name for r in b.fetch(contig, s, e)] == want, (contig, s, e)
     # the unplaced reads, which samtools finds through the index's last offsets
     assert pysam.view(ours, "*") == pysam.view(theirs, "*") != ""
+
+
+def test_build_bai_equals_the_whole_array_reference(rng):
+    """bai.build_bai (counting sort and one pass per reference, numba) writes the bytes of the plain
+    reference (naive.bai_bytes) on random coordinate-ordered records: several references, some
+    empty, reads spanning windows and bin levels, unmapped reads placed at their mate, unplaced
+    reads at the end; and with placed and unplaced records interleaved (the general path)."""
+    import naive
+    from gpualign.bam.bai import build_bai, reg2bin
+    from gpualign.sam import FLAG_UNMAPPED
+    for _ in range(30):
+        n_ref = int(rng.integers(1, 5))
+        n = int(rng.integers(1, 3000))
+        tid = np.sort(rng.integers(-1, n_ref, size=n))
+        tid = np.concatenate((tid[tid >= 0], tid[tid < 0]))
+        pos = np.zeros(n, dtype=np.int64)
+        for ref in range(n_ref):
+            rows = tid == ref
+            pos[rows] = np.sort(rng.integers(0, int(rng.choice([2000, 300_000, 20_000_000])), size=rows.sum()))
+        length = rng.choice([1, 100, 150, 40_000], size=n, p=[0.05, 0.6, 0.3, 0.05])
+        end = pos + length
+        flag = np.where(rng.random(n) < 0.1, FLAG_UNMAPPED, 0).astype(np.int64)
+        end[flag > 0] = pos[flag > 0] + 1
+        bins = np.array([reg2bin(int(p), int(e)) if t >= 0 else 4680 for p, e, t in zip(pos, end, tid)],
+                        dtype=np.int64)
+        size = rng.integers(60, 400, size=n)
+        stream = np.cumsum(size)
+        block = (stream - size) // 0xFF00
+        vstart = (block.astype(np.uint64) * np.uint64(7 << 16)) + ((stream - size) % 0xFF00).astype(np.uint64)
+        vend = vstart + size.astype(np.uint64)
+        args = (n_ref, tid, pos, end, bins, flag, vstart, vend)
+        assert build_bai(*args) == naive.bai_bytes(*args)
+        shuffled = rng.permutation(n)   # placed rows no longer a prefix: the general path
+        keep = np.sort(shuffled[:n // 2])
+        mixed = (n_ref, np.where(np.isin(np.arange(n), keep), tid, -1), pos, end, bins, flag, vstart, vend)
+        assert build_bai(*mixed) == naive.bai_bytes(*mixed)

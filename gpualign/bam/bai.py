@@ -87,26 +87,55 @@ def build_bai(n_ref: int, tid, pos, end, bins, flag, vstart, vend) -> bytes:
     """The .bai bytes for records in coordinate order with their start and end virtual offsets."""
     out = [b"BAI\x01", struct.pack("<i", n_ref)]
     placed = tid >= 0
-    bounds = np.searchsorted(tid[placed], np.arange(n_ref + 1))
-    idx = np.flatnonzero(placed)
-    for ref in range(n_ref):
-        rows = idx[bounds[ref]:bounds[ref + 1]]
-        out.append(reference_index(pos[rows], end[rows], bins[rows], flag[rows], vstart[rows], vend[rows]))
-    out.append(struct.pack("<Q", int(np.count_nonzero(~placed))))
+    n_placed = int(np.count_nonzero(placed))
+    if placed[:n_placed].all():   # coordinate order: the placed records come first, by reference
+        bounds = np.searchsorted(tid[:n_placed], np.arange(n_ref + 1))
+        for ref in range(n_ref):
+            rows = slice(bounds[ref], bounds[ref + 1])
+            out.append(reference_index(pos[rows], end[rows], bins[rows], flag[rows], vstart[rows], vend[rows]))
+    else:
+        bounds = np.searchsorted(tid[placed], np.arange(n_ref + 1))
+        idx = np.flatnonzero(placed)
+        for ref in range(n_ref):
+            rows = idx[bounds[ref]:bounds[ref + 1]]
+            out.append(reference_index(pos[rows], end[rows], bins[rows], flag[rows], vstart[rows], vend[rows]))
+    out.append(struct.pack("<Q", int(len(tid) - n_placed)))
     return b"".join(out)
+
+
+@njit(cache=True, nogil=True)
+def bin_chunks(bins, vstart, vend):
+    """Each bin's chunks, bins ascending: the records of a bin in coordinate order (a stable counting
+    sort by bin), a new chunk where the next record does not start where the last one ended.
+    Returns (bin, begin, end) of every chunk."""
+    n = bins.shape[0]
+    first = np.zeros(PSEUDO_BIN + 2, dtype=np.int64)
+    for r in range(n):
+        first[bins[r] + 1] += 1
+    for b in range(PSEUDO_BIN + 1):
+        first[b + 1] += first[b]
+    order = np.empty(n, dtype=np.int64)
+    for r in range(n):
+        order[first[bins[r]]] = r
+        first[bins[r]] += 1
+    chunk_bin = np.empty(n, dtype=np.int64)
+    chunk_beg = np.empty(n, dtype=np.uint64)
+    chunk_end = np.empty(n, dtype=np.uint64)
+    m = 0
+    for x in range(n):
+        r = order[x]
+        if x == 0 or bins[r] != chunk_bin[m - 1] or vstart[r] != chunk_end[m - 1]:
+            chunk_bin[m] = bins[r]
+            chunk_beg[m] = vstart[r]
+            m += 1
+        chunk_end[m - 1] = vend[r]
+    return chunk_bin[:m], chunk_beg[:m], chunk_end[:m]
 
 
 def reference_index(pos, end, bins, flag, vstart, vend) -> bytes:
     if len(pos) == 0:
         return struct.pack("<ii", 0, 0)
-    order = np.argsort(bins, kind="stable")                 # by bin, then coordinate order
-    b, s, e = bins[order], vstart[order], vend[order]
-    # a new chunk where the bin changes or the records of a bin are not contiguous in the file
-    new = np.ones(len(b), dtype=bool)
-    new[1:] = (b[1:] != b[:-1]) | (s[1:] != e[:-1])
-    first = np.flatnonzero(new)
-    last = np.append(first[1:], len(b)) - 1
-    chunk_bin, chunk_beg, chunk_end = b[first], s[first], e[last]
+    chunk_bin, chunk_beg, chunk_end = bin_chunks(bins, vstart, vend)
     bin_ids, bin_first = np.unique(chunk_bin, return_index=True)
     bin_last = np.append(bin_first[1:], len(chunk_bin))
     parts = [struct.pack("<i", len(bin_ids) + 1)]
@@ -116,22 +145,30 @@ def reference_index(pos, end, bins, flag, vstart, vend) -> bytes:
     unmapped = int(np.count_nonzero(flag & FLAG_UNMAPPED))
     parts.append(struct.pack("<IiQQQQ", PSEUDO_BIN, 2, int(vstart[0]), int(vend[-1]),
                              len(pos) - unmapped, unmapped))
-    parts.append(linear_index(pos, end, vstart))
+    offsets = linear_offsets(pos, end, vstart)
+    parts.append(struct.pack("<i", len(offsets)) + offsets.astype("<u8").tobytes())
     return b"".join(parts)
 
 
-def linear_index(pos, end, vstart) -> bytes:
-    """Per 16 kbp window, the smallest start offset of a record overlapping it; empty windows
-    take the previous window's value (records are in coordinate order, so offsets ascend)."""
-    w0 = pos >> LINEAR_SHIFT
-    w1 = (np.maximum(end, pos + 1) - 1) >> LINEAR_SHIFT
-    n = int(w1.max()) + 1
-    offsets = np.full(n, np.iinfo(np.uint64).max, dtype=np.uint64)
-    span = w1 - w0 + 1
-    windows = np.repeat(w0, span) + (np.arange(span.sum()) - np.repeat(np.cumsum(span) - span, span))
-    np.minimum.at(offsets, windows, np.repeat(vstart, span))
-    unset = offsets == np.iinfo(np.uint64).max
-    offsets[unset] = 0
-    filled = np.maximum.accumulate(np.where(unset, 0, offsets))   # previous value for empty windows
-    offsets = np.where(unset, filled, offsets)
-    return struct.pack("<i", n) + offsets.astype("<u8").tobytes()
+@njit(cache=True, nogil=True)
+def linear_offsets(pos, end, vstart):
+    """Per 16 kbp window, the smallest start offset of a record overlapping it; an empty window
+    takes the largest value of the windows before it (0 before any)."""
+    n_win = 0
+    for r in range(pos.shape[0]):
+        last = (max(end[r], pos[r] + 1) - 1) >> LINEAR_SHIFT
+        if last + 1 > n_win:
+            n_win = last + 1
+    unset = np.iinfo(np.uint64).max
+    offsets = np.full(n_win, unset, dtype=np.uint64)
+    for r in range(pos.shape[0]):
+        for w in range(pos[r] >> LINEAR_SHIFT, ((max(end[r], pos[r] + 1) - 1) >> LINEAR_SHIFT) + 1):
+            if vstart[r] < offsets[w]:
+                offsets[w] = vstart[r]
+    running = np.uint64(0)
+    for w in range(n_win):
+        if offsets[w] == unset:
+            offsets[w] = running
+        elif offsets[w] > running:
+            running = offsets[w]
+    return offsets
