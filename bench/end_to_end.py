@@ -183,6 +183,17 @@ def table_rows(results: dict) -> list[dict]:
     return rows
 
 
+def add_run_options(p, workdir: Path):
+    """The options every benchmark driver shares (end_to_end.py, paired.py, real.py): gpualign's backend
+    and k, the work folder, the accuracy tolerance, and what to skip or keep."""
+    p.add_argument("--gpualign-backend", default="cuda", choices=["cuda", "cpu", "auto"])
+    p.add_argument("-k", type=int, help="gpualign index k [gpualign.index.suggested_k for the genome]")
+    p.add_argument("--workdir", type=Path, default=workdir)
+    p.add_argument("--tolerance", type=int, default=5)
+    p.add_argument("--skip-accuracy", action="store_true")
+    p.add_argument("--keep-bams", action="store_true", help="keep the BAMs in the workdir (default: delete)")
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--genome-mbp", type=float, default=5.0, help="synthetic genome size in Mbp [5]")
@@ -192,13 +203,8 @@ def parse_args(argv=None):
     p.add_argument("--peers", default=",".join(PEERS_CLASSIC),
                    help=f"comma-separated subset of {','.join(PEERS)} ('' for none) [{','.join(PEERS_CLASSIC)}]")
     p.add_argument("--skip-gpualign", action="store_true", help="run the peers only")
-    p.add_argument("--gpualign-backend", default="cuda", choices=["cuda", "cpu", "auto"])
-    p.add_argument("-k", type=int, help="gpualign index k [gpualign.index.suggested_k for the genome]")
-    p.add_argument("--workdir", type=Path, default=Path("/tmp/gpualign_bench"))
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--tolerance", type=int, default=5)
-    p.add_argument("--skip-accuracy", action="store_true")
-    p.add_argument("--keep-bams", action="store_true", help="keep the BAMs in the workdir (default: delete)")
+    add_run_options(p, Path("/tmp/gpualign_bench"))
     args = p.parse_args(argv)
     args.peers = [x.strip() for x in args.peers.split(",") if x.strip()]
     unknown = set(args.peers) - set(PEERS)

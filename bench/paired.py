@@ -125,12 +125,7 @@ def parse_args(argv=None):
     p.add_argument("--peers", default="bwa,minimap2",
                    help=f"comma-separated subset of {','.join(PEERS)} ('' for none) [bwa,minimap2]")
     p.add_argument("--skip-gpualign", action="store_true", help="run the peers only")
-    p.add_argument("--gpualign-backend", default="cuda", choices=["cuda", "cpu", "auto"])
-    p.add_argument("-k", type=int, help="gpualign index k [gpualign.index.suggested_k for the genome]")
-    p.add_argument("--workdir", type=Path, default=Path("/tmp/gpualign_paired"))
-    p.add_argument("--tolerance", type=int, default=5)
-    p.add_argument("--skip-accuracy", action="store_true")
-    p.add_argument("--keep-bams", action="store_true", help="keep the BAMs in the workdir (default: delete)")
+    e2e.add_run_options(p, Path("/tmp/gpualign_paired"))
     args = p.parse_args(argv)
     args.peers = [x.strip() for x in args.peers.split(",") if x.strip()]
     unknown = set(args.peers) - set(PEERS)

@@ -322,17 +322,12 @@ def parse_args(argv=None):
     p.add_argument("--aligners", default=",".join(DEFAULT_ALIGNERS),
                    help=f"comma-separated, in the order they run [{','.join(DEFAULT_ALIGNERS)}]")
     p.add_argument("--skip-gpualign", action="store_true", help="leave gpualign out of --aligners")
-    p.add_argument("--gpualign-backend", default="cuda", choices=["cuda", "cpu", "auto"])
-    p.add_argument("-k", type=int, help="gpualign index k [gpualign.index.suggested_k for each genome]")
-    p.add_argument("--workdir", type=Path, default=Path("/tmp/gpualign_real"))
+    e2e.add_run_options(p, Path("/tmp/gpualign_real"))
     p.add_argument("--out", type=Path, help="results folder [$OUT, else /tmp/bench_out]")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--tolerance", type=int, default=5)
     p.add_argument("--decoders", default=",".join(DECODERS),
                    help=f"decode floor: comma-separated subset of {','.join(DECODERS)} ('' for none) "
                         f"[{','.join(DECODERS)}]")
-    p.add_argument("--skip-accuracy", action="store_true")
-    p.add_argument("--keep-bams", action="store_true", help="keep the BAMs in the workdir (default: delete)")
     args = p.parse_args(argv)
     args.aligners = [x.strip() for x in args.aligners.split(",") if x.strip()]
     args.decoders = [x.strip() for x in args.decoders.split(",") if x.strip()]
