@@ -18,6 +18,7 @@ from .jitcache import use_versioned_cache
 
 use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
+import itertools
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -201,13 +202,10 @@ def checked_records(path, chunk, n, first_line, comments: bool = False):
 def encode_chunk(path, chunk, n, first_line, k, comments: bool = False):
     """Reads of a chunk holding exactly n complete records starting at line first_line + 1."""
     with trace.span("parse and encode reads"):
-        return _encode_chunk(path, chunk, n, first_line, k, comments)
-
-
-def _encode_chunk(path, chunk, n, first_line, k, comments):
-    names, name_off, codes, quals, read_off, text, text_off = checked_records(path, chunk, n, first_line, comments)
-    return finish_reads(names[:name_off[n]].copy(), name_off, codes[:read_off[n]].copy(),
-                        quals[:read_off[n]].copy(), read_off, k, text[:text_off[n]].copy(), text_off)
+        names, name_off, codes, quals, read_off, text, text_off = checked_records(path, chunk, n, first_line,
+                                                                                  comments)
+        return finish_reads(names[:name_off[n]].copy(), name_off, codes[:read_off[n]].copy(),
+                            quals[:read_off[n]].copy(), read_off, k, text[:text_off[n]].copy(), text_off)
 
 
 def ramp_sizes(batch_size: int):
@@ -224,8 +222,8 @@ def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = Fal
     """(bytes, n records, lines before it) of each batch of at most batch_size complete records (the
     first ones smaller with ramp, as ramp_sizes). A file with no records is an error unless allow_empty
     (a chunk of a split sample may be empty). decoder: see seqio.Input (None: the fastest that fits)."""
-    sizes = ramp_sizes(batch_size) if ramp else iter(lambda: batch_size, None)
-    reads = ramp_sizes(READ_BLOCK) if ramp else iter(lambda: READ_BLOCK, None)   # the first batch not behind 48 MB
+    sizes = ramp_sizes(batch_size) if ramp else itertools.repeat(batch_size)
+    reads = ramp_sizes(READ_BLOCK) if ramp else itertools.repeat(READ_BLOCK)   # the first batch not behind 48 MB
     with Input(path, "reads", threads, decoder, PARALLEL_GZIP_MIN) as fh:
         pending = b""
         lines_before = 0

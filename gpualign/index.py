@@ -140,12 +140,10 @@ def load_index(path: str) -> KmerIndex:
     """The index at path; its big arrays memory-mapped (copy on write) where stored uncompressed, as
     save_index writes them, so loading reads nothing until a bin is looked up or the GPU copy is made."""
     with np.load(path) as z:
-        k, max_occ = int(z["k"]), int(z["max_occ"])
-        arrays = {name: mapped_member(path, z.zip, name) for name in ("offsets", "positions")}
-        for name, arr in arrays.items():
-            if arr is None:
-                arrays[name] = z[name]
-    return KmerIndex(k, max_occ, arrays["offsets"], arrays["positions"])
+        def array(name):
+            mapped = mapped_member(path, z.zip, name)
+            return z[name] if mapped is None else mapped
+        return KmerIndex(int(z["k"]), int(z["max_occ"]), array("offsets"), array("positions"))
 
 
 def mapped_member(path: str, archive: zipfile.ZipFile, name: str):

@@ -261,11 +261,12 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
     sam = fmt == "sam"
     batches = as_batches(reads, p.batch_size, paired, p.tuning.insert_block)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="first batch") as early:
-        first = early.submit(next, iter(batches), None)   # reading starts while the backend does
+        reading = early.submit(next, iter(batches), None)   # reading starts while the backend does
         with trace.span("start backend"):
             backend = get_backend(backend_name, log)
             ensure_compiled(backend.NAME, log)   # a cold cache compiles first, before the mapping clock starts
-        batches = itertools.chain([first.result()] if first.result() is not None else [], batches)
+        head = reading.result()
+    batches = itertools.chain([] if head is None else [head], batches)
     header = make_header(genome, read_group, command_line, sort_order="coordinate" if sort and not sam else "unsorted")
     rg_id = read_group["ID"] if read_group else None
     times = StageTimes()

@@ -88,18 +88,14 @@ def build_bai(n_ref: int, tid, pos, end, bins, flag, vstart, vend) -> bytes:
     out = [b"BAI\x01", struct.pack("<i", n_ref)]
     placed = tid >= 0
     n_placed = int(np.count_nonzero(placed))
-    if placed[:n_placed].all():   # coordinate order: the placed records come first, by reference
-        bounds = np.searchsorted(tid[:n_placed], np.arange(n_ref + 1))
-        for ref in range(n_ref):
-            rows = slice(bounds[ref], bounds[ref + 1])
-            out.append(reference_index(pos[rows], end[rows], bins[rows], flag[rows], vstart[rows], vend[rows]))
-    else:
-        bounds = np.searchsorted(tid[placed], np.arange(n_ref + 1))
-        idx = np.flatnonzero(placed)
-        for ref in range(n_ref):
-            rows = idx[bounds[ref]:bounds[ref + 1]]
-            out.append(reference_index(pos[rows], end[rows], bins[rows], flag[rows], vstart[rows], vend[rows]))
-    out.append(struct.pack("<Q", int(len(tid) - n_placed)))
+    if not placed[:n_placed].all():   # coordinate order puts the placed records first; else gather them
+        keep = np.flatnonzero(placed)
+        tid, pos, end, bins, flag, vstart, vend = (a[keep] for a in (tid, pos, end, bins, flag, vstart, vend))
+    bounds = np.searchsorted(tid[:n_placed], np.arange(n_ref + 1))
+    for ref in range(n_ref):
+        rows = slice(bounds[ref], bounds[ref + 1])   # views, not copies
+        out.append(reference_index(pos[rows], end[rows], bins[rows], flag[rows], vstart[rows], vend[rows]))
+    out.append(struct.pack("<Q", len(placed) - n_placed))
     return b"".join(out)
 
 

@@ -402,11 +402,10 @@ def kernel_args(batch, res, genome):
     return reads, aln, (genome.packed, genome.nmask, genome.offsets), res.proper if paired else row_of, paired
 
 
-def record_slices(n: int, size: int | None = None):
+def record_slices(n: int):
     """(first, last) of the slices a batch's records are encoded in, each on a thread of its own
-    (size is even: a slice of a paired batch holds both mates of its fragments)."""
-    size = size or RECORDS_PER_TASK
-    return [(a, min(n, a + size)) for a in range(0, n, size)]
+    (RECORDS_PER_TASK is even: a slice of a paired batch holds both mates of its fragments)."""
+    return [(a, min(n, a + RECORDS_PER_TASK)) for a in range(0, n, RECORDS_PER_TASK)]
 
 
 def batch_bam_records(batch, res, genome, rg_id, first=0, last=None):
