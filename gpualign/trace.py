@@ -27,11 +27,12 @@ def span(step: str):
         record(step, start, time.perf_counter())
 
 
-def record(step: str, start: float, end: float):
-    """Add a step already timed (perf_counter seconds)."""
+def record(step: str, start: float, end: float, thread: str | None = None):
+    """Add a step already timed (perf_counter seconds), on the calling thread or a named one (the
+    GPU's kernels, timed by CUDA events, are on a thread of their own)."""
     if enabled():
         with _lock:
-            _events.append((threading.current_thread().name, step, start, end))
+            _events.append((thread or threading.current_thread().name, step, start, end))
 
 
 def write():

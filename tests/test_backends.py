@@ -56,6 +56,21 @@ def test_batches_in_flight_on_streams_give_the_cpu_records_in_order(monkeypatch,
     assert [r.split("\t")[0] for r in records["cpu"]] == [batch.name(i) for i in range(len(batch))]
 
 
+def test_a_trace_puts_every_kernel_launch_on_the_gpu_timeline(monkeypatch, world, tmp_path):
+    """With GPUALIGN_TRACE, each launch is timed by CUDA events and appears on a thread "GPU" (in the
+    simulator the events' times are meaningless; the rows must be there, one per launch)."""
+    rng, genome, seqs, index = world
+    batch, _ = simulate_reads(rng, seqs, 12, length=50)
+    monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
+    path = tmp_path / "trace.tsv"
+    monkeypatch.setenv("GPUALIGN_TRACE", str(path))
+    launches = []
+    real_launch = cuda._launch
+    monkeypatch.setattr(cuda, "_launch", lambda kernel, n, *args: (launches.append(n > 0), real_launch(kernel, n, *args)))
+    map_reads(genome, index, batch, str(tmp_path / "out.bam"), P, backend_name="cuda", threads=2, log=lambda msg: None)
+    gpu = [line.split("\t")[1] for line in path.read_text().splitlines() if line.startswith("GPU\t")]
+    assert len(gpu) == sum(launches) > 0
+    assert {"GPU exact_kernel", "GPU extend_kernel", "GPU trace_kernel"} <= set(gpu)
 
 
 def test_stages_are_handed_out_checked(monkeypatch, world):

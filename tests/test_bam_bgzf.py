@@ -16,7 +16,7 @@ import pysam
 import pytest
 from pysam.libcbgzf import BGZFile
 
-from gpualign.bam import bgzf
+from gpualign.bam import bgzf, deflate
 from gpualign.bam.bgzf import BamWriter, header_bytes
 
 from helpers import bam_record_bytes, random_alignments
@@ -153,3 +153,22 @@ def test_no_compression_thread_outlives_the_writer(tmp_path, rng, end):
     assert new_threads(before) == []
     assert out.fh.closed
     assert path.read_bytes().endswith(EOF_MARKER) == (end == "close")
+
+
+@pytest.mark.skipif(deflate.compress_blocks is None, reason="python-isal's ISA-L symbols not found")
+@pytest.mark.parametrize("level", [1, 2, 3])
+@pytest.mark.parametrize("block_input", [bgzf.BGZF_INPUT, 997])
+def test_isal_from_numba_gives_python_isals_blocks(rng, level, block_input):
+    """deflate.compress_blocks (all blocks in one numba call) writes the bytes bgzf_block writes a
+    block at a time through python-isal, on compressible and incompressible data, and its sizes are
+    the blocks' sizes."""
+    text = np.frombuffer(b"".join(b"ACGT"[i % 4:i % 4 + 1] * int(n) for i, n in
+                                  enumerate(rng.integers(1, 9, size=60_000))), dtype=np.uint8)
+    noise = rng.integers(0, 256, size=int(rng.integers(1, 5 * block_input)), dtype=np.uint8)
+    for data in (text, noise, np.concatenate((text[:3 * block_input], noise))):
+        blocks, sizes = deflate.compress_blocks(data, block_input, level)
+        expected = [bgzf.bgzf_block(bytes(data[i:i + block_input]), level) for i in range(0, len(data), block_input)]
+        assert bytes(blocks) == b"".join(expected)
+        assert sizes.tolist() == [len(b) for b in expected]
+    blocks, sizes = deflate.compress_blocks(np.zeros(0, dtype=np.uint8), block_input, level)
+    assert len(blocks) == 0 and len(sizes) == 0

@@ -15,6 +15,7 @@ from ..jitcache import use_versioned_cache
 use_versioned_cache()  # before any @njit / @cuda.jit below
 
 import threading
+import time
 import types
 
 import numba
@@ -85,6 +86,8 @@ def _candidate_kernel(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_o
     if x >= sel.shape[0]:
         return
     r = sel[x]
+    for c in range(mcand):   # a read's unused vote slots read as 0 (search_incomplete looks at the first)
+        cand_votes[x * mcand + c] = 0
     ncand[x] = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
                                  idx_off, idx_pos, max_occ, t, hits, x * 2 * hmax, hmax,
                                  cand_keys, cand_votes, x * mcand, mcand, dropped, x)
@@ -163,6 +166,10 @@ def _state():
         _local.stream = numba.cuda.stream()
         _local.pinned = {}
         _local.batch = {}
+        _local.kernels = []   # (name, start event, end event) of launches not on the timeline yet
+        _local.no_traceback = None
+        if trace.enabled():
+            _gpu_reference()
     return _local
 
 
@@ -190,18 +197,12 @@ def _empty(shape, dtype):
     return numba.cuda.device_array(shape, dtype=dtype, stream=_stream())
 
 
-@cuda.jit(cache=True)
-def _zero_kernel(a):
-    i = cuda.grid(1)
-    if i < a.shape[0]:
-        a[i] = 0
-
-
-def _zeros(n, dtype):
-    """Zeroed on the GPU, not uploaded."""
-    a = _empty(n, dtype)
-    _launch(_zero_kernel, n, a)
-    return a
+def _no_traceback():
+    """The extension kernel's traceback argument, which it leaves alone: one byte, made once per thread."""
+    state = _state()
+    if state.no_traceback is None:
+        state.no_traceback = numba.cuda.device_array(1, dtype=np.uint8)
+    return state.no_traceback
 
 
 def _fetch(*device_arrays):
@@ -210,6 +211,7 @@ def _fetch(*device_arrays):
     with trace.span("GPU wait and copy back"):
         out = [a.copy_to_host(stream=stream) for a in device_arrays]
         stream.synchronize()
+    _kernels_on_timeline()
     return out
 
 
@@ -234,8 +236,45 @@ _launch_turns = threading.Lock()
 
 def _launch(kernel, n, *args):
     if n > 0:
+        stream, timed = _stream(), trace.enabled()
         with trace.span("GPU launch (turns)"), _launch_turns:
-            kernel[launch.blocks_for(n), launch.THREADS_PER_BLOCK, _stream()](*args)
+            start = _event_on(stream) if timed else None
+            kernel[launch.blocks_for(n), launch.THREADS_PER_BLOCK, stream](*args)
+            if timed:
+                _state().kernels.append((kernel.py_func.__name__.strip("_"), start, _event_on(stream)))
+
+
+# With a trace on, every launch is bracketed by CUDA events; the kernels a thread launched go on the
+# timeline (thread "GPU", so that its coverage is the GPU's busy time) once its stream has been
+# waited for, placed by their distance from one reference event whose host time is known.
+_gpu_clock = []
+
+
+def _event_on(stream):
+    event = numba.cuda.event()
+    event.record(stream=stream)
+    return event
+
+
+def _gpu_reference():
+    """The reference event, recorded once, before any kernel."""
+    with _resident_lock:
+        if not _gpu_clock:
+            reference = numba.cuda.event()
+            reference.record()
+            reference.synchronize()
+            _gpu_clock.extend((reference, time.perf_counter()))
+
+
+def _kernels_on_timeline():
+    state = _state()
+    if not state.kernels:
+        return
+    reference, t0 = _gpu_clock
+    for name, start, end in state.kernels:
+        trace.record(f"GPU {name}", t0 + reference.elapsed_time(start) / 1e3, t0 + reference.elapsed_time(end) / 1e3,
+                     thread="GPU")
+    state.kernels.clear()
 
 
 def _genome_args(genome):
@@ -256,10 +295,10 @@ def exact_stage(reads, genome, index, p):
 
 def candidate_stage(reads, sel, index, p):
     m = len(sel)
-    ncand = _zeros(max(m, 1), np.int64)
+    ncand = _empty(max(m, 1), np.int64)                     # the kernel writes every entry
     keys = _empty(max(m, 1) * p.max_candidates, np.int64)   # read only below ncand
-    votes = _zeros(max(m, 1) * p.max_candidates, np.int64)
-    dropped = _zeros(max(m, 1), np.int64)
+    votes = _empty(max(m, 1) * p.max_candidates, np.int64)
+    dropped = _empty(max(m, 1), np.int64)
     hits = _empty(max(m, 1) * 2 * p.max_hits, np.int64)   # hits + merge scratch
     _launch(_candidate_kernel, m, _upload("sel", np.asarray(sel, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"), reads.k, _on_device(index.offsets),
@@ -277,7 +316,7 @@ def extend_stage(reads, genome, pair_read, pair_key, p):
             _upload("pair_key", np.asarray(pair_key, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"), *_genome_args(genome), genome.size,
             p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty,
-            _zeros(1, np.uint8), out)
+            _no_traceback(), out)
     return _fetch(out[:m])[0]
 
 

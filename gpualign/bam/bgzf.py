@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover
 
 from .. import trace
 from ..output import open_binary
+from .deflate import compress_blocks
 
 
 BGZF_INPUT = 0xFF00          # bytes of input per block, as htslib
@@ -41,10 +42,13 @@ def deflate(data, level: int) -> bytes:
     return comp.compress(data) + comp.flush()
 
 
-def bgzf_blocks(data, level: int) -> bytes:
+def bgzf_blocks(data, level: int):
     """Consecutive BGZF blocks of data (one task of the compression pool: fewer, bigger tasks
-    keep the pool's per-task overhead small)."""
+    keep the pool's per-task overhead small), as bytes or a uint8 array. ISA-L's levels go through
+    deflate.compress_blocks, all blocks in one call without the GIL; the same bytes as block by block."""
     with trace.span("compress BGZF"):
+        if compress_blocks is not None and 1 <= level <= 3:
+            return compress_blocks(np.frombuffer(data, dtype=np.uint8), BGZF_INPUT, level)[0]
         return b"".join(bgzf_block(data[i:i + BGZF_INPUT], level) for i in range(0, len(data), BGZF_INPUT))
 
 
