@@ -1,13 +1,13 @@
 """CUDA backend: the per-read functions of seed.py and extend.py as numba.cuda device functions, one thread per
 read (exact match, seeding) or per read-candidate pair (extension, traceback).
 
-Three layers, after numba-cuda's examples: kernels; private launchers (to_device, grid from
+Three layers, after numba-cuda's examples: kernels; private launchers (upload, grid from
 launch.py, launch, copy back); public *_stage functions with the same signatures as cpu.py.
-Device memory per batch is bounded by the batch size: every buffer is sized from the batch.
 
-Every host thread that calls a stage gets its own CUDA stream and its own page-locked staging
-buffers, so the mapper can keep two batches in flight (BATCHES_IN_FLIGHT): one batch's uploads,
-kernels and copies back run while the other thread does host work on its batch.
+Every host thread that calls a stage gets its own CUDA stream and its own buffers, on the device
+and page-locked on the host, one per named slot, kept from batch to batch (sized by the largest
+batch so far), so the mapper can keep several batches in flight (BATCHES_IN_FLIGHT): one batch's
+uploads, kernels and copies back run while another thread does host work on its batch.
 """
 
 from ..jitcache import use_versioned_cache
@@ -161,10 +161,11 @@ _local = threading.local()   # per mapping thread: stream, pinned staging buffer
 
 
 def _state():
-    """This thread's stream, pinned staging buffers and current batch, made on first use."""
+    """This thread's stream, kept buffers and current batch, made on first use."""
     if not hasattr(_local, "stream"):
         _local.stream = numba.cuda.stream()
-        _local.pinned = {}
+        _local.pinned = {}    # slot -> page-locked host buffer (uploads, copies back)
+        _local.device = {}    # slot -> device buffer
         _local.batch = {}
         _local.kernels = []   # (name, start event, end event) of launches not on the timeline yet
         _local.no_traceback = None
@@ -177,24 +178,50 @@ def _stream():
     return _state().stream
 
 
-def _upload(slot: str, arr):
-    """arr on the GPU through this thread's page-locked buffer for `slot` (grown as needed):
-    pinned copies run at full PCIe speed and asynchronously on the thread's stream. The buffer is
-    reused only after the thread's next synchronize, which every stage reaches before returning."""
+def _kept(buffers, slot, nbytes, allocate):
+    """A uint8 buffer of at least nbytes for `slot`, kept from batch to batch and grown by a quarter
+    when too small: a batch allocates and frees nothing on the GPU or in page-locked memory, whose
+    allocation and release are slow (and a release waits for the whole device)."""
+    buf = buffers.get(slot)
+    if buf is None or buf.nbytes < nbytes:
+        buf = allocate(max(nbytes, 1 << 16) * 5 // 4)
+        buffers[slot] = buf
+    return buf
+
+
+def _carve(buf, shape, dtype):
+    """The first bytes of a kept buffer as an array of shape and dtype."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    return buf[:nbytes].view(dtype).reshape(shape)
+
+
+def _pinned(slot: str, shape, dtype):
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    return _carve(_kept(_state().pinned, slot, nbytes, lambda n: numba.cuda.pinned_array(n, dtype=np.uint8)),
+                  shape, dtype)
+
+
+def _empty(slot: str, shape, dtype):
+    """A device array for `slot` (its content is what the slot held last). A thread's stream orders
+    a slot's reuse after every earlier use by the same thread."""
     state = _state()
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    buf = _kept(state.device, slot, nbytes,
+                lambda n: numba.cuda.device_array(n, dtype=np.uint8, stream=state.stream))
+    return _carve(buf, shape, dtype)
+
+
+def _upload(slot: str, arr):
+    """arr on the GPU through this thread's page-locked buffer for `slot`: pinned copies run at full
+    PCIe speed and asynchronously on the thread's stream. The pinned buffer is reused only after the
+    thread's next synchronize, which every stage reaches before returning."""
     arr = np.ascontiguousarray(arr)
-    buf = state.pinned.get(slot)
-    if buf is None or buf.nbytes < arr.nbytes:
-        buf = numba.cuda.pinned_array(max(arr.nbytes, 1 << 16) * 5 // 4, dtype=np.uint8)
-        state.pinned[slot] = buf
     with trace.span("GPU upload"):
-        staged = buf[:arr.nbytes].view(arr.dtype).reshape(arr.shape)
+        staged = _pinned(slot, arr.shape, arr.dtype)
         np.copyto(staged, arr)
-        return numba.cuda.to_device(staged, stream=state.stream)
-
-
-def _empty(shape, dtype):
-    return numba.cuda.device_array(shape, dtype=dtype, stream=_stream())
+        dev = _empty(slot, arr.shape, arr.dtype)
+        dev.copy_to_device(staged, stream=_stream())
+        return dev
 
 
 def _no_traceback():
@@ -206,11 +233,15 @@ def _no_traceback():
 
 
 def _fetch(*device_arrays):
-    """Copies back on this thread's stream, waited for once."""
+    """Copies back on this thread's stream through its page-locked buffers, waited for once; the
+    results are copies, which later batches cannot overwrite."""
     stream = _stream()
     with trace.span("GPU wait and copy back"):
-        out = [a.copy_to_host(stream=stream) for a in device_arrays]
+        staged = [_pinned(f"fetch {i}", a.shape, a.dtype) for i, a in enumerate(device_arrays)]
+        for a, host in zip(device_arrays, staged):
+            a.copy_to_host(host, stream=stream)
         stream.synchronize()
+        out = [host.copy() for host in staged]
     _kernels_on_timeline()
     return out
 
@@ -284,8 +315,8 @@ def _genome_args(genome):
 
 def exact_stage(reads, genome, index, p):
     n = len(reads)
-    counts = _empty(max(n, 1), np.int64)          # written for every read
-    keys = _empty(max(n, 1) * p.max_exact, np.int64)   # read only below counts
+    counts = _empty("exact counts", max(n, 1), np.int64)          # written for every read
+    keys = _empty("exact keys", max(n, 1) * p.max_exact, np.int64)   # read only below counts
     _launch(_exact_kernel, n, *_read_arrays(reads, "packed", "rc_packed", "word_off", "read_off", "hbin", "rc_hbin"),
             *_genome_args(genome), _on_device(index.offsets),
             _on_device(index.positions), index.max_occ, p.max_exact, counts, keys)
@@ -295,11 +326,11 @@ def exact_stage(reads, genome, index, p):
 
 def candidate_stage(reads, sel, index, p):
     m = len(sel)
-    ncand = _empty(max(m, 1), np.int64)                     # the kernel writes every entry
-    keys = _empty(max(m, 1) * p.max_candidates, np.int64)   # read only below ncand
-    votes = _empty(max(m, 1) * p.max_candidates, np.int64)
-    dropped = _empty(max(m, 1), np.int64)
-    hits = _empty(max(m, 1) * 2 * p.max_hits, np.int64)   # hits + merge scratch
+    ncand = _empty("ncand", max(m, 1), np.int64)   # the kernel writes every entry
+    keys = _empty("candidate keys", max(m, 1) * p.max_candidates, np.int64)   # read only below ncand
+    votes = _empty("votes", max(m, 1) * p.max_candidates, np.int64)
+    dropped = _empty("dropped", max(m, 1), np.int64)
+    hits = _empty("hits", max(m, 1) * 2 * p.max_hits, np.int64)   # hits + merge scratch
     _launch(_candidate_kernel, m, _upload("sel", np.asarray(sel, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"), reads.k, _on_device(index.offsets),
             _on_device(index.positions), index.max_occ, p.max_indels, hits, p.max_hits, p.max_candidates,
@@ -311,7 +342,7 @@ def candidate_stage(reads, sel, index, p):
 
 def extend_stage(reads, genome, pair_read, pair_key, p):
     m = len(pair_read)
-    out = _empty((max(m, 1), EXT_COLUMNS), np.int64)   # every column written
+    out = _empty("extension", (max(m, 1), EXT_COLUMNS), np.int64)   # every column written
     _launch(_extend_kernel, m, _upload("pair_read", np.asarray(pair_read, dtype=np.int64)),
             _upload("pair_key", np.asarray(pair_key, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"), *_genome_args(genome), genome.size,
@@ -326,10 +357,10 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
     W = 2 * p.max_indels + 1
     # CIGAR op j of pair x at [j * m + x]: only as many rows as the longest CIGAR come back;
     # nothing is uploaded for outputs the kernel writes in full
-    ops = _empty(max(m, 1) * (2 * maxlen + 2), np.uint8)
-    lens = _empty(max(m, 1) * (2 * maxlen + 2), np.int32)
-    out = _empty((max(m, 1), TR_COLUMNS), np.int64)
-    tb = _empty(max(m, 1) * maxlen * W, np.uint8)
+    ops = _empty("ops", max(m, 1) * (2 * maxlen + 2), np.uint8)
+    lens = _empty("lens", max(m, 1) * (2 * maxlen + 2), np.int32)
+    out = _empty("traceback", (max(m, 1), TR_COLUMNS), np.int64)
+    tb = _empty("traceback bytes", max(m, 1) * maxlen * W, np.uint8)
     _launch(_trace_kernel, m, _upload("sel_read", np.asarray(sel_read, dtype=np.int64)),
             _upload("sel_key", np.asarray(sel_key, dtype=np.int64)),
             _upload("sel_local", np.asarray(sel_local, dtype=np.int64)),
@@ -345,9 +376,9 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
 def rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p):
     m = len(task_read)
     rows = int(reads.lengths.max(initial=0)) + 1
-    H = _empty(max(m, 1) * rows, np.int32)   # initialised by the kernel
-    E = _empty(max(m, 1) * rows, np.int32)
-    out = _empty((max(m, 1), RESCUE_COLUMNS), np.int64)
+    H = _empty("rescue H", max(m, 1) * rows, np.int32)   # initialised by the kernel
+    E = _empty("rescue E", max(m, 1) * rows, np.int32)
+    out = _empty("rescue", (max(m, 1), RESCUE_COLUMNS), np.int64)
     tasks = [_upload(name, np.asarray(a, dtype=np.int64)) for name, a in
              (("task_read", task_read), ("task_strand", task_strand), ("task_start", task_start), ("task_len", task_len))]
     _launch(_rescue_kernel, m, *tasks, *_read_arrays(reads, "codes", "rc_codes", "read_off"),
