@@ -31,13 +31,13 @@ OP_M, OP_I, OP_D, OP_S = 0, 1, 2, 4
 CIGAR_CHARS = np.frombuffer(b"MIDNSHP=X", dtype=np.uint8)
 
 
-# byte -> base code; N (and anything masked) -> 4
 # byte -> base code; N and anything not ACGT (either case) -> 4
 CODE = np.full(256, 4, dtype=np.uint8)
 for _i, _c in enumerate(b"ACGT"):
     CODE[_c] = _i
     CODE[ord(chr(_c).lower())] = _i
 BASES = np.frombuffer(b"ACGTN", dtype=np.uint8)   # base code -> letter
+COMPLEMENT = np.array([3, 2, 1, 0, 4], dtype=np.uint8)   # base code -> its complement's; N stays N
 
 
 def pack_codes(codes: np.ndarray) -> np.ndarray:
@@ -154,6 +154,36 @@ def reverse_complements(codes: np.ndarray, read_off: np.ndarray) -> np.ndarray:
             c = codes[e - 1 - i]
             rc[s + i] = 4 if c == 4 else 3 - c
     return rc
+
+
+@njit(cache=True)
+def derive_read(r, codes, read_off, word_off, k, rc, packed, rc_packed, hbin, rc_hbin):
+    """Read r's reverse complement, packed words of both strands and header bins, as
+    reverse_complements, pack_reads and header_bins make them for a whole batch: the GPU derives a
+    batch's from its codes alone, a thread per read, rather than have the host make and upload them."""
+    s = read_off[r]
+    e = read_off[r + 1]
+    n = e - s
+    w0 = word_off[r]
+    for w in range(w0, word_off[r + 1]):
+        packed[w] = 0
+        rc_packed[w] = 0
+    clean = True
+    km = 0
+    rkm = 0
+    for i in range(n):
+        c = np.int64(codes[s + i])       # int64: in the CUDA simulator uint8 arithmetic would wrap
+        b = np.int64(codes[e - 1 - i])
+        cb = 4 if b == 4 else 3 - b
+        rc[s + i] = cb
+        clean = clean and c != 4
+        packed[w0 + i // 16] |= np.uint32((c & 3) << (2 * (i % 16)))
+        rc_packed[w0 + i // 16] |= np.uint32((cb & 3) << (2 * (i % 16)))
+        if i < k:
+            km = km * 4 + (c & 3)
+            rkm = rkm * 4 + (cb & 3)
+    hbin[r] = km if clean and n >= k else -1
+    rc_hbin[r] = rkm if clean and n >= k else -1
 
 
 @njit(cache=True, nogil=True)

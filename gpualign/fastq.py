@@ -205,7 +205,8 @@ def encode_chunk(path, chunk, n, first_line, k, comments: bool = False):
         names, name_off, codes, quals, read_off, text, text_off = checked_records(path, chunk, n, first_line,
                                                                                   comments)
         return finish_reads(names[:name_off[n]].copy(), name_off, codes[:read_off[n]].copy(),
-                            quals[:read_off[n]].copy(), read_off, k, text[:text_off[n]].copy(), text_off)
+                            quals[:read_off[n]].copy(), read_off, k, text[:text_off[n]].copy(), text_off,
+                            derive=False)
 
 
 def ramp_sizes(batch_size: int):
@@ -267,8 +268,8 @@ def read_batches(path: str, k: int, batch_size: int, threads: int = 1, allow_emp
 
 def encode_fastq(path: str, k: int, threads: int = 1, comments: bool = False, decoder: str | None = None):
     """All reads of a FASTQ file as one Reads (for tests and small inputs)."""
-    from .reads import concatenate
-    return concatenate(list(read_batches(path, k, 1 << 20, threads, comments=comments, decoder=decoder)), k)
+    from .reads import concatenate, derived
+    return derived(concatenate(list(read_batches(path, k, 1 << 20, threads, comments=comments, decoder=decoder)), k))
 
 
 def first_name_mismatch(a, b) -> int:

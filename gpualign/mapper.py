@@ -189,6 +189,8 @@ def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTi
     def map_one(batch):
         if batch.k != index.k:
             raise InputError(f"reads were encoded with k={batch.k} but the index has k={index.k}")
+        with times("prepare reads"):
+            batch = backend.prepare_reads(batch)
         return batch, (map_pair_batch if paired else map_batch)(batch, genome, index, p, backend, times)
 
     def timed(source):

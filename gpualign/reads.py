@@ -13,6 +13,11 @@ Built from FASTQ by `fastq.read_batches` (streamed, batch by batch), or from lis
 - `comments` (bytes, `comment_off[n+1]`): each FASTQ header's comment, the text after the name and
   the whitespace ending it (for `-C`), when the reader was asked for them; else no bytes and
   `comment_off` zeros (every comment empty). Every function here that makes a Reads carries them.
+
+The FASTQ reader leaves the DERIVED arrays (reverse complements, packing, bins) out (None): the
+backend makes them where its stages need them (`backends.*.prepare_reads`: the CPU backend on the
+host with `derived`, the CUDA backend on the GPU from the codes alone, so they are neither computed
+on the busy host nor uploaded). Every function here carries them when present and None when not.
 """
 
 from dataclasses import dataclass
@@ -26,6 +31,7 @@ from .jitcache import use_versioned_cache
 use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
 MAX_READ_LEN = 1024  # longest read accepted; the banded aligner's buffers are sized from it
+DERIVED = ("rc_codes", "packed", "rc_packed", "word_off", "hbin", "rc_hbin")
 
 @dataclass
 class Reads:
@@ -73,10 +79,12 @@ class Reads:
 RECORDS_ONLY = 0
 
 
-def finish_reads(names, name_off, codes, quals, read_off, k: int, comments=None, comment_off=None) -> Reads:
-    """Reads from names, base codes and Phred qualities (and comments, if read): adds reverse
-    complements, packing, bins. k = RECORDS_ONLY adds nothing: the records as parsed, for a caller
-    that only writes them back (the chunk splitter); no index has that k, so none maps them."""
+def finish_reads(names, name_off, codes, quals, read_off, k: int, comments=None, comment_off=None,
+                 derive: bool = True) -> Reads:
+    """Reads from names, base codes and Phred qualities (and comments, if read): adds name hashes and,
+    with derive, reverse complements, packing and bins (else None: see DERIVED). k = RECORDS_ONLY
+    adds nothing: the records as parsed, for a caller that only writes them back (the chunk
+    splitter); no index has that k, so none maps them."""
     if k == RECORDS_ONLY:
         n = len(read_off) - 1
         none = np.zeros(0, dtype=np.int64)
@@ -85,6 +93,10 @@ def finish_reads(names, name_off, codes, quals, read_off, k: int, comments=None,
                      packed=np.zeros(0, dtype=np.uint32), rc_packed=np.zeros(0, dtype=np.uint32),
                      word_off=np.zeros(n + 1, dtype=np.int64), hbin=none, rc_hbin=none, k=k,
                      comments=comments, comment_off=comment_off)
+    if not derive:
+        return Reads(names=names, name_off=name_off, name_hash=fnv1a_all(names, name_off), codes=codes,
+                     rc_codes=None, quals=quals, read_off=read_off, packed=None, rc_packed=None, word_off=None,
+                     hbin=None, rc_hbin=None, k=k, comments=comments, comment_off=comment_off)
     rc = reverse_complements(codes, read_off)
     packed, word_off = pack_reads(codes, read_off)
     rc_packed, _ = pack_reads(rc, read_off)
@@ -92,6 +104,19 @@ def finish_reads(names, name_off, codes, quals, read_off, k: int, comments=None,
                  rc_codes=rc, quals=quals, read_off=read_off, packed=packed, rc_packed=rc_packed,
                  word_off=word_off, hbin=header_bins(codes, read_off, k), rc_hbin=header_bins(rc, read_off, k), k=k,
                  comments=comments, comment_off=comment_off)
+
+
+def derived(reads: Reads) -> Reads:
+    """reads with the DERIVED arrays, made on the host where the reader left them out."""
+    if reads.rc_codes is not None or reads.k == RECORDS_ONLY:
+        return reads
+    return finish_reads(reads.names, reads.name_off, reads.codes, reads.quals, reads.read_off, reads.k,
+                        reads.comments, reads.comment_off)
+
+
+def word_offsets(read_off: np.ndarray) -> np.ndarray:
+    """Where each read's packed words start (16 bases a word), as pack_reads gives them."""
+    return np.concatenate(([0], np.cumsum((np.diff(read_off) + 15) // 16))).astype(np.int64)
 
 
 def offsets_of(items) -> np.ndarray:
@@ -113,10 +138,13 @@ def concatenate(batches, k: int) -> Reads:
     if not batches:
         return encode_reads([], [], [], k)
     def cat(field):
-        return np.concatenate([getattr(b, field) for b in batches])
+        parts = [getattr(b, field) for b in batches]
+        return None if any(x is None for x in parts) else np.concatenate(parts)
 
     def cat_offsets(field):
         offs = [getattr(b, field) for b in batches]
+        if any(o is None for o in offs):
+            return None
         base = np.cumsum([0] + [o[-1] for o in offs[:-1]])
         return np.concatenate([offs[0][:1]] + [o[1:] + b for o, b in zip(offs, base)]).astype(np.int64)
     return Reads(names=cat("names"), name_off=cat_offsets("name_off"), name_hash=cat("name_hash"),
@@ -129,15 +157,18 @@ def concatenate(batches, k: int) -> Reads:
 def subset(reads: Reads, start: int, end: int) -> Reads:
     """Reads [start, end) as their own Reads (offsets rebased): a mapper batch."""
     ro, wo, no, co = reads.read_off, reads.word_off, reads.name_off, reads.comment_off
-    return Reads(
+    part = Reads(
         names=reads.names[no[start]:no[end]], name_off=no[start:end + 1] - no[start],
-        name_hash=reads.name_hash[start:end],
-        codes=reads.codes[ro[start]:ro[end]], rc_codes=reads.rc_codes[ro[start]:ro[end]],
+        name_hash=reads.name_hash[start:end], codes=reads.codes[ro[start]:ro[end]], rc_codes=None,
         quals=reads.quals[ro[start]:ro[end]], read_off=ro[start:end + 1] - ro[start],
-        packed=reads.packed[wo[start]:wo[end]], rc_packed=reads.rc_packed[wo[start]:wo[end]],
-        word_off=wo[start:end + 1] - wo[start],
-        hbin=reads.hbin[start:end], rc_hbin=reads.rc_hbin[start:end], k=reads.k,
+        packed=None, rc_packed=None, word_off=None, hbin=None, rc_hbin=None, k=reads.k,
         comments=reads.comments[co[start]:co[end]], comment_off=co[start:end + 1] - co[start])
+    if reads.rc_codes is not None:
+        part.rc_codes = reads.rc_codes[ro[start]:ro[end]]
+        part.packed, part.rc_packed = reads.packed[wo[start]:wo[end]], reads.rc_packed[wo[start]:wo[end]]
+        part.word_off = wo[start:end + 1] - wo[start]
+        part.hbin, part.rc_hbin = reads.hbin[start:end], reads.rc_hbin[start:end]
+    return part
 
 
 @njit(cache=True, nogil=True)
@@ -164,14 +195,17 @@ def interleave(a: Reads, b: Reads) -> Reads:
         return out
     names, name_off = interleave_segments(a.names, a.name_off, b.names, b.name_off)
     codes, read_off = interleave_segments(a.codes, a.read_off, b.codes, b.read_off)
-    packed, word_off = interleave_segments(a.packed, a.word_off, b.packed, b.word_off)
     comments, comment_off = interleave_segments(a.comments, a.comment_off, b.comments, b.comment_off)
-    return Reads(names=names, name_off=name_off, name_hash=alternate(a.name_hash, b.name_hash), codes=codes,
-                 rc_codes=interleave_segments(a.rc_codes, a.read_off, b.rc_codes, b.read_off)[0],
-                 quals=interleave_segments(a.quals, a.read_off, b.quals, b.read_off)[0], read_off=read_off,
-                 packed=packed, rc_packed=interleave_segments(a.rc_packed, a.word_off, b.rc_packed, b.word_off)[0],
-                 word_off=word_off, hbin=alternate(a.hbin, b.hbin), rc_hbin=alternate(a.rc_hbin, b.rc_hbin), k=a.k,
+    both = Reads(names=names, name_off=name_off, name_hash=alternate(a.name_hash, b.name_hash), codes=codes,
+                 rc_codes=None, quals=interleave_segments(a.quals, a.read_off, b.quals, b.read_off)[0],
+                 read_off=read_off, packed=None, rc_packed=None, word_off=None, hbin=None, rc_hbin=None, k=a.k,
                  comments=comments, comment_off=comment_off)
+    if a.rc_codes is not None and b.rc_codes is not None:
+        both.rc_codes = interleave_segments(a.rc_codes, a.read_off, b.rc_codes, b.read_off)[0]
+        both.packed, both.word_off = interleave_segments(a.packed, a.word_off, b.packed, b.word_off)
+        both.rc_packed = interleave_segments(a.rc_packed, a.word_off, b.rc_packed, b.word_off)[0]
+        both.hbin, both.rc_hbin = alternate(a.hbin, b.hbin), alternate(a.rc_hbin, b.rc_hbin)
+    return both
 
 
 @njit(cache=True, nogil=True)

@@ -4,6 +4,8 @@ seed.py and extend.py, so their records are identical. A backend module provides
 
     NAME                                   'cpu' or 'cuda'
     RESEED_CHUNK                           reads re-seeded per candidate_stage call (bounds scratch)
+    prepare_reads(reads) -> reads          a batch as the stages take it: the reader leaves reads.DERIVED
+                                           out, the cpu backend makes them on the host, cuda on the GPU
     exact_stage(reads, genome, index, p) -> (counts[n], keys[n, max_exact])
     candidate_stage(reads, sel, index, p) -> (ncand[m], keys[m, c], votes[m, c], dropped[m])
     extend_stage(reads, genome, pair_read, pair_key, p) -> ext[pairs, EXT_COLUMNS] (extend.py's columns)

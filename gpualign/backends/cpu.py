@@ -12,10 +12,16 @@ from numba import njit, prange
 
 from ..extend import EXT_COLUMNS, RESCUE_COL, RESCUE_COLUMNS, RESCUE_ROW, RESCUE_SCORE, TR_COLUMNS, TR_NOPS, \
     extend_pair, rescue_align, tidy_cigars, trace_pair
+from ..reads import derived
 from ..seed import exact_hits, find_candidates
 
 NAME = "cpu"
 RESEED_CHUNK = 8192   # reads re-seeded per candidate_stage call (seed.reseed_incomplete)
+
+
+def prepare_reads(reads):
+    """The batch with the arrays the stages look up (reads.DERIVED), made on the host."""
+    return derived(reads)
 
 
 @njit(parallel=True, cache=True)

@@ -24,6 +24,7 @@ from numba import cuda
 from numba.cuda.core import config as cuda_core_config
 
 from .. import encode, extend, seed, trace
+from ..reads import word_offsets
 from . import launch
 from ..extend import EXT_COLUMNS, RESCUE_COL, RESCUE_COLUMNS, RESCUE_ROW, RESCUE_SCORE, TR_COLUMNS, TR_NOPS
 from ..options import MAX_INDELS
@@ -38,7 +39,7 @@ BATCHES_IN_FLIGHT = 3
 RESEED_CHUNK = 16384         # reads re-seeded per launch: 128 KB of hit scratch each, 2 GB per thread
 
 # the per-read functions the kernels call, and the modules that define them
-_SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of"],
+_SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read"],
            seed: ["read_matches_at", "exact_hits", "seed_kmer", "seed_offset", "collect_seed_hits",
                   "merge_sort_runs", "find_candidates"],
            extend: ["window_of", "mismatches_below", "ungapped_most", "ungapped_best", "banded_dp", "local_can_win",
@@ -59,11 +60,19 @@ def _device_functions():
 
 
 _dev = _device_functions()
+d_derive_read = _dev["derive_read"]
 d_exact_hits = _dev["exact_hits"]
 d_find_candidates = _dev["find_candidates"]
 d_extend_pair = _dev["extend_pair"]
 d_trace_pair = _dev["trace_pair"]
 d_rescue_align = _dev["rescue_align"]
+
+
+@cuda.jit(cache=True)
+def _derive_kernel(codes, read_off, word_off, k, rc, packed, rc_packed, hbin, rc_hbin):
+    r = cuda.grid(1)
+    if r < read_off.shape[0] - 1:
+        d_derive_read(r, codes, read_off, word_off, k, rc, packed, rc_packed, hbin, rc_hbin)
 
 
 @cuda.jit(cache=True)
@@ -246,16 +255,41 @@ def _fetch(*device_arrays):
     return out
 
 
+def prepare_reads(reads):
+    """The batch as the reader made it: what the stages need beyond the codes is derived on the GPU."""
+    return reads
+
+
 def _read_arrays(reads, *fields):
     """A batch's read arrays on the GPU, uploaded once for all its stages; each thread keeps only
-    its current batch, so device memory stays bounded by the batch size."""
+    its current batch. Arrays the reader left out (reads.DERIVED) are made there from the codes."""
     state = _state()
     if state.batch.get("reads") is not reads:
         state.batch = {"reads": reads}
     for f in fields:
         if f not in state.batch:
-            state.batch[f] = _upload(f, getattr(reads, f))
+            if getattr(reads, f) is None:
+                _derive_on_device(reads, state.batch)
+            else:
+                state.batch[f] = _upload(f, getattr(reads, f))
     return tuple(state.batch[f] for f in fields)
+
+
+def _derive_on_device(reads, arrays):
+    """Reverse complements, packed words and header bins of a batch, made by a thread per read."""
+    n = len(reads)
+    word_off = word_offsets(reads.read_off)
+    for f in ("codes", "read_off"):
+        if f not in arrays:
+            arrays[f] = _upload(f, getattr(reads, f))
+    arrays["word_off"] = _upload("word_off", word_off)
+    arrays["rc_codes"] = _empty("rc_codes", max(len(reads.codes), 1), np.uint8)
+    arrays["packed"] = _empty("packed", max(int(word_off[-1]), 1), np.uint32)
+    arrays["rc_packed"] = _empty("rc_packed", max(int(word_off[-1]), 1), np.uint32)
+    arrays["hbin"] = _empty("hbin", max(n, 1), np.int64)
+    arrays["rc_hbin"] = _empty("rc_hbin", max(n, 1), np.int64)
+    _launch(_derive_kernel, n, arrays["codes"], arrays["read_off"], arrays["word_off"], reads.k,
+            *(arrays[f] for f in ("rc_codes", "packed", "rc_packed", "hbin", "rc_hbin")))
 
 
 # Launches from the mapping threads take turns: numba-cuda's first launch of a kernel loads its

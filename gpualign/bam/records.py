@@ -14,7 +14,8 @@ built as pysam records for SAM text from the same fields (sam_records.py).
 
 The kernels take a batch as three tuples of arrays (kernel_args builds them), unpacked where used:
 
-    reads = (names, name_off, codes, rc_codes, quals, read_off)   the reads (reads.Reads)
+    reads = (names, name_off, codes, scratch, quals, read_off)   the reads (reads.Reads); scratch: room for
+            one read, where a reverse read's complement is written
     aln   = (row_of, key, mapq, score, sub, ops, lens, trace)      row_of[read]: its traceback row,
             -1 unmapped; key, mapq, score, sub per read; ops, lens, trace per row (extend.py)
     ref   = (g_packed, g_nmask, c_off)                             the genome
@@ -29,6 +30,7 @@ from numba import njit
 from ..encode import BASES, CIGAR_CHARS, OP_D, OP_I, OP_M, OP_S, STRAND_BIT, base_at, contig_of
 from ..extend import TR_END_ROW, TR_NOPS, TR_READ_START, TR_REF_START
 from ..jitcache import use_versioned_cache
+from ..reads import MAX_READ_LEN
 from ..sam import (FLAG_MATE_REVERSE, FLAG_MATE_UNMAPPED, FLAG_PAIRED, FLAG_PROPER, FLAG_READ1, FLAG_READ2,
                    FLAG_REVERSE, FLAG_UNMAPPED)
 from ..tags import append_tags, comment_tags
@@ -136,7 +138,7 @@ def md_and_nm(q, qoff, ops, lens, trace, row, ref, buf, off, write):
 def batch_md_nm(reads, aln, ref):
     """MD text of every read of a batch in one buffer, (bytes, offsets[n+1], NM[n]); an unmapped
     read has an empty MD and NM -1. For SAM text."""
-    _, _, codes, rc_codes, _, read_off = reads
+    _, _, codes, scratch, _, read_off = reads
     row_of, key, _, _, _, ops, lens, trace = aln
     n = row_of.shape[0]
     nm = np.full(n, -1, dtype=np.int64)
@@ -147,8 +149,9 @@ def batch_md_nm(reads, aln, ref):
             row = row_of[r]
             end = offsets[r]
             if row >= 0:
-                q = rc_codes if key[r] >= STRAND_BIT else codes
-                end, nm_r = md_and_nm(q, read_off[r], ops, lens, trace, row, ref, buf, offsets[r], write)
+                q, qoff = oriented_read(codes, read_off[r], read_off[r + 1] - read_off[r], key[r] >= STRAND_BIT,
+                                        scratch)
+                end, nm_r = md_and_nm(q, qoff, ops, lens, trace, row, ref, buf, offsets[r], write)
                 nm[r] = nm_r
             offsets[r + 1] = end
         if not write:
@@ -245,9 +248,21 @@ def put_cigar(buf, off, aln, row, n, text, write):
     return off
 
 
+@njit(cache=True, nogil=True)
+def oriented_read(codes, qoff, n, reverse, scratch):
+    """(codes, offset) of a read in reference orientation: its own, or its reverse complement written
+    to scratch (the reader does not keep reverse complements: the backends make their own)."""
+    if not reverse:
+        return codes, qoff
+    for i in range(n):
+        c = codes[qoff + n - 1 - i]
+        scratch[i] = 4 if c == 4 else 3 - c
+    return scratch, 0
+
+
 @njit(cache=True, nogil=True, inline='always')
-def put_seq_qual(buf, off, q, quals, qoff, n, reverse, write):
-    """SEQ (two bases a byte) and QUAL of a read; q: its codes in reference orientation."""
+def put_seq_qual(buf, off, q, qoff, quals, quals_off, n, reverse, write):
+    """SEQ (two bases a byte) and QUAL of a read; q[qoff:]: its codes in reference orientation."""
     for i in range(0, n, 2):
         if write:
             hi = SEQ_NIBBLE[q[qoff + i]] << 4
@@ -256,7 +271,7 @@ def put_seq_qual(buf, off, q, quals, qoff, n, reverse, write):
         off += 1
     for i in range(n):
         if write:
-            buf[off + i] = quals[qoff + (n - 1 - i if reverse else i)]
+            buf[off + i] = quals[quals_off + (n - 1 - i if reverse else i)]
     return off + n
 
 
@@ -293,7 +308,7 @@ def put_mate_tags(buf, off, m, mate_len, aln, mq, write):
 def encode_record(r, reads, aln, ref, rg, fields, buf, off, write):
     """The BAM record of read r at off (fields: its record_fields row; rg: the read group ID's
     bytes, empty for none). Returns the offset after it; with write False only measures."""
-    names, name_off, codes, rc_codes, quals, read_off = reads
+    names, name_off, codes, scratch, quals, read_off = reads
     row_of, key, mapq, _, _, _, _, trace = aln
     start = off
     row = row_of[r]
@@ -324,12 +339,12 @@ def encode_record(r, reads, aln, ref, rg, fields, buf, off, write):
         buf[off] = 0
     off += 1
     reverse = row >= 0 and key[r] >= STRAND_BIT
-    q = rc_codes if reverse else codes
+    q, qoff = oriented_read(codes, read_off[r], n, reverse, scratch)
     if row >= 0:
         off = put_cigar(buf, off, aln, row, n, False, write)
-    off = put_seq_qual(buf, off, q, quals, read_off[r], n, reverse, write)
+    off = put_seq_qual(buf, off, q, qoff, quals, read_off[r], n, reverse, write)
     if row >= 0:
-        off = put_alignment_tags(buf, off, r, q, read_off[r], aln, ref, write)
+        off = put_alignment_tags(buf, off, r, q, qoff, aln, ref, write)
     m = r ^ 1
     if fields[F_FLAG] & FLAG_PAIRED and row_of[m] >= 0:
         off = put_mate_tags(buf, off, m, read_off[m + 1] - read_off[m], aln, fields[F_MQ], write)
@@ -395,7 +410,8 @@ def kernel_args(batch, res, genome):
     """A batch and its mapping result as the kernels take them: (reads, aln, ref, proper, paired)."""
     row_of = np.full(len(batch), -1, dtype=np.int64)
     row_of[res.mapped] = np.arange(len(res.mapped))
-    reads = (batch.names, batch.name_off, batch.codes, batch.rc_codes, batch.quals, batch.read_off)
+    scratch = np.empty(MAX_READ_LEN, dtype=np.uint8)   # a reverse read's complement, one at a time
+    reads = (batch.names, batch.name_off, batch.codes, scratch, batch.quals, batch.read_off)
     aln = (row_of, res.key, res.mapq, res.score, res.sub, np.ascontiguousarray(res.ops),
            np.ascontiguousarray(res.lens), res.trace)
     paired = res.proper is not None

@@ -4,7 +4,7 @@ same order, so SAM text and BAM hold the same records."""
 
 import pysam
 
-from ..encode import BASES, OP_S
+from ..encode import BASES, COMPLEMENT, OP_S
 from ..extend import TR_END_ROW, TR_NOPS, TR_READ_START
 from ..sam import FLAG_REVERSE
 from ..tags import comment_fields
@@ -43,7 +43,8 @@ def batch_records(batch, res, genome, header, rg_id):
             t = trace[row]
             a.cigartuples = full_cigar(ops[row], lens[row], int(t[TR_NOPS]), int(t[TR_READ_START]),
                                        int(t[TR_END_ROW]), e - s)
-        a.query_sequence = BASES[(batch.rc_codes if reverse else batch.codes)[s:e]].tobytes().decode()
+        codes = COMPLEMENT[batch.codes[s:e][::-1]] if reverse else batch.codes[s:e]
+        a.query_sequence = BASES[codes].tobytes().decode()
         quals = batch.quals[s:e][::-1] if reverse else batch.quals[s:e]
         a.query_qualities = quals if len(quals) else None
         a.next_reference_id = int(f[F_MRID])
