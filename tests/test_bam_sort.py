@@ -6,6 +6,7 @@ themselves; the last test runs the whole command line on reads mapped to a rando
 
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pysam
@@ -67,7 +68,7 @@ def sorted_and_unsorted(tmp_path, rng, segments, n_batches, threads):
 
 @pytest.mark.parametrize("n, batches, threads, gather", [(1500, 1, 1, 1 << 16), (2000, 9, 2, 37), (2000, 40, 4, 1)])
 def test_sorted_records_are_samtools_sort_of_the_unsorted_ones(tmp_path, rng, monkeypatch, n, batches, threads, gather):
-    monkeypatch.setattr(sort, "GATHER_RECORDS", gather)   # the final pass gathers the records in parts
+    monkeypatch.setattr(sort, "PART_RECORDS", gather)   # the final pass gathers the records in parts
     segments = random_alignments(rng, make_header(), n, with_reads=range(4))   # c4: no reads
     sorted_bam, unsorted_bam = sorted_and_unsorted(tmp_path, rng, segments, batches, threads)
     given = [s.to_string() for s in segments]
@@ -91,6 +92,23 @@ def test_sorted_records_are_samtools_sort_of_the_unsorted_ones(tmp_path, rng, mo
                 [given[i] for i in order if segments[i].reference_id == tid]
     # the run file beside the output is gone
     assert sorted(os.listdir(tmp_path)) == ["ref.bam", "s.bam", "s.bam.bai", "u.bam"]
+
+
+def test_sorted_bytes_depend_on_the_records_alone(tmp_path, rng, monkeypatch):
+    """The final pass cuts the order into parts (key ranges; the unplaced records by count), each
+    compressed on its own: the BAM and .bai bytes are the same whatever the batches and threads,
+    with parts small enough that ties and the unplaced records straddle part edges."""
+    monkeypatch.setattr(sort, "PART_RECORDS", 50)
+    monkeypatch.setattr(sort, "SAMPLE_EVERY", 4)
+    segments = random_alignments(rng, make_header(), 1500, with_reads=range(4))
+    outputs = []
+    for batches, threads in ((1, 1), (7, 3), (60, 2)):
+        folder = tmp_path / f"{batches}-{threads}"
+        folder.mkdir()
+        sorted_bam, _ = sorted_and_unsorted(folder, rng, segments, batches, threads)
+        outputs.append((Path(sorted_bam).read_bytes(), Path(sorted_bam + ".bai").read_bytes()))
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert len(sort.part_rows(coordinate_keys(segments), np.array([0, len(segments)]), 50)) > 10
 
 
 @pytest.mark.parametrize("kind", ["none", "unplaced only", "one contig"])

@@ -4,10 +4,15 @@ itself (no separate `samtools sort` pass), then indexed.
 Both sinks take a batch's records as numba-built bytes (records.batch_bam_records, the `encode`
 they are given; a slice of a batch a task) on worker threads, so the next batch maps on the GPU
 while this one is encoded. The sorted sink sorts each slice on its worker and appends it to one run
-file beside the output, keeping only 16 bytes per read in memory (sort key, file offset); at the end a stable merge of the
-keys gives the order, and records are gathered from the (page-cached) run file into BGZF blocks
-compressed on all threads, their index fields read back as they go (bai.index_fields). Equal keys
-keep input order, so the output does not depend on the batch size.
+file beside the output, keeping only 24 bytes per read in memory (sort key, record start and end).
+
+After the last batch nothing runs on one thread alone: the final order is cut into parts by key
+ranges (boundaries drawn from the keys themselves, so they depend neither on the batches nor on the
+threads), and each part is one task on all threads: its records found in every sorted run by
+binary search, ordered (key, then input order), gathered from the page-cached run file, their
+index fields read back (bai.index_fields) and compressed into BGZF blocks of its own. The main
+thread only writes the parts in order. Equal keys keep input order, so the output does not depend
+on the batch size; a part's last block may be short, which BGZF allows.
 """
 
 import collections
@@ -21,16 +26,19 @@ import numpy as np
 from numba import njit
 
 from . import bgzf
-from .bai import build_bai, index_fields, virtual_offsets
-from .bgzf import BamWriter
+from .bai import build_bai, index_fields
+from .bgzf import BGZF_EOF, BamWriter, bgzf_block, header_bytes
+from .deflate import compress_blocks
+from .records import UNMAPPED_KEY
+from ..output import open_binary
 from ..jitcache import use_versioned_cache
 from ..threads import ordered_map
 from .. import trace
 
 use_versioned_cache()  # before any @njit below
 
-GATHER_RECORDS = 1 << 16   # records gathered per write of the final pass
-GATHER_THREADS = 4         # gathering runs beside compression, which takes all threads
+PART_RECORDS = 1 << 16   # records of a part of the final pass, about: one task
+SAMPLE_EVERY = 64         # 1 key value in about this many (by a hash of the value) draws the parts' boundaries
 
 
 @njit(cache=True, nogil=True)
@@ -48,19 +56,77 @@ def sort_batch(buf, offsets, keys):
 
 
 @njit(cache=True, nogil=True)
-def gather(src, starts, ends, order):
-    """The records order[...] of src (given by starts/ends), concatenated."""
+def gather_part(src, keys, starts, ends, lo, hi):
+    """The records of rows lo[j]..hi[j] of every sorted run j (rows of the runs' concatenated
+    key/start/end arrays), in final order: by key, ties in run order then row order (input order)."""
+    n = 0
+    for j in range(lo.shape[0]):
+        n += hi[j] - lo[j]
+    rows = np.empty(n, dtype=np.int64)
+    o = 0
+    for j in range(lo.shape[0]):
+        for x in range(lo[j], hi[j]):
+            rows[o] = x
+            o += 1
+    rows = rows[np.argsort(keys[rows], kind="mergesort")]   # stable
     total = 0
-    for j in range(order.shape[0]):
-        total += ends[order[j]] - starts[order[j]]
+    for x in rows:
+        total += ends[x] - starts[x]
     out = np.empty(total, dtype=np.uint8)
     o = 0
-    for j in range(order.shape[0]):
-        s = starts[order[j]]
-        size = ends[order[j]] - s
-        out[o:o + size] = src[s:s + size]
+    for x in rows:
+        size = ends[x] - starts[x]
+        out[o:o + size] = src[starts[x]:starts[x] + size]
         o += size
     return out
+
+
+def part_boundaries(keys: np.ndarray, part_records: int) -> np.ndarray:
+    """Key values that cut the placed records into parts of about part_records: every
+    (part_records / SAMPLE_EVERY)-th of the distinct values a hash of the value picks out, so the cut
+    depends on the keys alone, not on where they came from."""
+    placed = keys[keys != UNMAPPED_KEY]
+    mixed = (placed.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)
+    sample = np.unique(placed[mixed % np.uint64(SAMPLE_EVERY) == 0])
+    return sample[max(1, part_records // SAMPLE_EVERY)::max(1, part_records // SAMPLE_EVERY)]
+
+
+def part_rows(keys, run_off, part_records):
+    """(lo, hi) of each part: for every run, the rows it gives to the part (the runs' rows are
+    indices into their concatenated arrays). Parts by key range, in key order; the unplaced records
+    (one key) last, cut into parts by run, as they are already in order."""
+    bounds = part_boundaries(keys, part_records)
+    edges = np.append(bounds, UNMAPPED_KEY)
+    runs = len(run_off) - 1
+    cut = np.empty((runs, len(edges) + 2), dtype=np.int64)   # per run: 0, each edge, its end
+    for j in range(runs):
+        a, b = run_off[j], run_off[j + 1]
+        cut[j, 0], cut[j, -1] = a, b
+        cut[j, 1:-1] = a + np.searchsorted(keys[a:b], edges)
+    parts = [(cut[:, i], cut[:, i + 1]) for i in range(len(edges))]
+    rank = 0   # the unplaced rows (the last column), in input order: cut every part_records of them
+    for j in range(runs):
+        a, b = cut[j, -2], cut[j, -1]
+        while a < b:
+            if rank % part_records == 0:
+                parts.append((cut[:, -1].copy(), cut[:, -1].copy()))   # every run empty, so far
+            take = min(b - a, part_records - rank % part_records)
+            parts[-1][0][j], parts[-1][1][j] = a, a + take
+            a += take
+            rank += take
+    return parts
+
+
+def compress_part(data, level):
+    """BGZF blocks of data: (bytes, compressed sizes, uncompressed sizes) of its blocks."""
+    step = bgzf.BGZF_INPUT
+    usizes = np.array([min(step, len(data) - i) for i in range(0, len(data), step)], dtype=np.int64)
+    with trace.span("compress BGZF"):
+        if compress_blocks is not None and 1 <= level <= 3:
+            blocks, csizes = compress_blocks(data, step, level)
+            return blocks, csizes, usizes
+        parts = [bgzf_block(data[i:i + step], level) for i in range(0, len(data), step)]
+        return b"".join(parts), np.array([len(b) for b in parts], dtype=np.int64), usizes
 
 
 class RecordSink:
@@ -143,46 +209,56 @@ class SortedBam(RecordSink):
                 self.finish()
                 self.run.close()
             with self.times("sorted BAM: merge and compress"):
-                fields, writer = self.write_sorted()
+                written = self.write_sorted()
             if self.index_path:
                 with self.times("sorted BAM: index"):
-                    self.write_index(fields, writer)
+                    self.write_index(written)
         finally:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     def write_sorted(self):
+        """The sorted BAM, parts gathered and compressed on all threads; what the .bai needs."""
         keys = np.concatenate(self.keys) if self.keys else np.zeros(0, dtype=np.int64)
         ends = np.concatenate([s[1:] for s in self.starts]) if self.starts else np.zeros(0, dtype=np.int64)
         starts = np.concatenate([s[:-1] for s in self.starts]) if self.starts else ends
+        run_off = np.concatenate(([0], np.cumsum([len(k) for k in self.keys]))).astype(np.int64)
         self.keys = self.starts = None
-        # batches are sorted runs in input order: a stable sort merges them, equal keys in input order
-        order = np.argsort(keys, kind="stable")
-        del keys
         src = (np.memmap(self.run.name, dtype=np.uint8, mode="r") if self.written
                else np.zeros(0, dtype=np.uint8))
-        parts = (order[i:i + GATHER_RECORDS] for i in range(0, len(order), GATHER_RECORDS))
-        fields = []
 
-        def gather_part(part):
+        def header_part(_):
+            data = np.frombuffer(header_bytes(self.header), dtype=np.uint8)
+            return (*compress_part(data, self.level), None)
+
+        def part(rows):
             with trace.span("gather sorted records"):
-                records = gather(src, starts, ends, part)
-                return records, (index_fields(records) if self.index_path else None)
+                records = gather_part(src, keys, starts, ends, *rows)
+                fields = index_fields(records) if self.index_path else None
+            return (*compress_part(records, self.level), fields)
 
-        with BamWriter(self.path, self.header, self.level, self.threads) as out, \
-                ThreadPoolExecutor(max_workers=GATHER_THREADS) as pool:
-            for records, part_fields in ordered_map(pool, gather_part, parts, GATHER_THREADS):
-                out.write(records)
-                fields.append(part_fields)
-        return fields, out
+        tasks = [(header_part, None)] + [(part, rows) for rows in part_rows(keys, run_off, PART_RECORDS)]
+        written = []   # (compressed sizes, uncompressed sizes, index fields) of each task, in order
+        with open_binary(self.path) as fh, ThreadPoolExecutor(max_workers=self.threads) as pool:
+            for blocks, csizes, usizes, fields in ordered_map(pool, lambda t: t[0](t[1]), iter(tasks),
+                                                               2 * self.threads):
+                fh.write(blocks)
+                written.append((csizes, usizes, fields))
+            fh.write(BGZF_EOF)
+        return written
 
-    def write_index(self, fields, writer):
-        """The .bai from the records' fields and where the writer's blocks landed."""
+    def write_index(self, written):
+        """The .bai from the records' fields and where their blocks landed."""
+        csizes = np.concatenate([c for c, _, _ in written])
+        usizes = np.concatenate([u for _, u, _ in written])
+        fields = [f for _, _, f in written[1:]]
         size, tid, pos, end, bins, flag = (np.concatenate(fields, axis=1) if fields
                                            else np.zeros((6, 0), dtype=np.int64))
-        stream_end = writer.header_size + np.cumsum(size)
-        blocks = np.asarray(writer.block_starts)
-        vstart = virtual_offsets(stream_end - size, blocks, bgzf.BGZF_INPUT)
-        vend = virtual_offsets(stream_end, blocks, bgzf.BGZF_INPUT)
+        header = int(written[0][1].sum())
+        stream_end = header + np.cumsum(size)
+        ustart = np.concatenate(([0], np.cumsum(usizes)))    # every block, and the EOF block last
+        cstart = np.concatenate(([0], np.cumsum(csizes)))
+        vstart = stream_virtual_offsets(stream_end - size, ustart, cstart)
+        vend = stream_virtual_offsets(stream_end, ustart, cstart)
         with open(self.index_path, "wb") as fh:
             fh.write(build_bai(len(self.header.references), tid, pos, end, bins, flag, vstart, vend))
 
@@ -190,3 +266,10 @@ class SortedBam(RecordSink):
         super().abort()
         self.run.close()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def stream_virtual_offsets(offsets, ustart, cstart):
+    """Virtual offsets of positions in the uncompressed stream, given where each block starts in it
+    (ustart) and in the file (cstart); a position at a block's end points to the next block's start."""
+    block = np.searchsorted(ustart, offsets, side="right") - 1
+    return (cstart[block].astype(np.uint64) << np.uint64(16)) | (offsets - ustart[block]).astype(np.uint64)
