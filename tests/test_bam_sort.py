@@ -95,20 +95,44 @@ def test_sorted_records_are_samtools_sort_of_the_unsorted_ones(tmp_path, rng, mo
 
 
 def test_sorted_bytes_depend_on_the_records_alone(tmp_path, rng, monkeypatch):
-    """The final pass cuts the order into parts (key ranges; the unplaced records by count), each
-    compressed on its own: the BAM and .bai bytes are the same whatever the batches and threads,
-    with parts small enough that ties and the unplaced records straddle part edges."""
-    monkeypatch.setattr(sort, "PART_RECORDS", 50)
-    monkeypatch.setattr(sort, "SAMPLE_EVERY", 4)
+    """The final pass cuts the order into parts of PART_RECORDS records, each compressed on its own:
+    the BAM and .bai bytes are the same whatever the batches and threads, with parts small enough
+    that part edges fall inside ties (the unplaced records share one key) spread over several runs."""
+    monkeypatch.setattr(sort, "PART_RECORDS", 16)
     segments = random_alignments(rng, make_header(), 1500, with_reads=range(4))
+    keys = np.sort(coordinate_keys(segments))
+    edges = np.arange(16, len(keys), 16)
+    assert (keys[edges - 1] == keys[edges]).sum() >= 5   # parts that start inside a tie
     outputs = []
-    for batches, threads in ((1, 1), (7, 3), (60, 2)):
+    for batches, threads in ((1, 1), (7, 3), (60, 2), (200, 4)):
         folder = tmp_path / f"{batches}-{threads}"
         folder.mkdir()
-        sorted_bam, _ = sorted_and_unsorted(folder, rng, segments, batches, threads)
+        sorted_bam, unsorted_bam = sorted_and_unsorted(folder, rng, segments, batches, threads)
         outputs.append((Path(sorted_bam).read_bytes(), Path(sorted_bam + ".bai").read_bytes()))
-    assert outputs[0] == outputs[1] == outputs[2]
-    assert len(sort.part_rows(coordinate_keys(segments), np.array([0, len(segments)]), 50)) > 10
+    assert all(out == outputs[0] for out in outputs)
+    pysam.sort("-o", str(tmp_path / "ref.bam"), unsorted_bam)
+    assert records(sorted_bam) == records(str(tmp_path / "ref.bam"))
+
+
+def test_rank_cut_and_merged_rows_give_the_stable_order_of_the_runs(rng):
+    """Sorted runs (some empty) of few distinct keys, the extremes of int64 among them: for every
+    rank, rank_cut ends each run where the stable order of all keys (ties in input order) does,
+    and merged_rows between consecutive cuts lists that order."""
+    values = np.array([np.iinfo(np.int64).min, -5, 0, 3, 1 << 40, np.iinfo(np.int64).max])
+    runs = [np.sort(rng.choice(values, size=int(rng.integers(0, 12)))) for _ in range(9)]
+    keys = np.concatenate(runs)
+    run_off = np.cumsum([0] + [len(r) for r in runs], dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    run_of = np.searchsorted(run_off, np.arange(len(keys)), side="right") - 1
+    cuts = []
+    for rank in range(len(keys) + 1):
+        taken = np.bincount(run_of[order[:rank]], minlength=len(runs))
+        cuts.append(sort.rank_cut(keys, run_off, rank))
+        assert cuts[-1].tolist() == (run_off[:-1] + taken).tolist(), rank
+    for step in (1, 4, 7):
+        edges = [cuts[r] for r in range(0, len(keys), step)] + [cuts[-1]]
+        rows = np.concatenate([sort.merged_rows(keys, a, b) for a, b in zip(edges, edges[1:])])
+        assert rows.tolist() == order.tolist()
 
 
 @pytest.mark.parametrize("kind", ["none", "unplaced only", "one contig"])

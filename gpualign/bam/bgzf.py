@@ -44,12 +44,23 @@ def deflate(data, level: int) -> bytes:
 
 def bgzf_blocks(data, level: int):
     """Consecutive BGZF blocks of data (one task of the compression pool: fewer, bigger tasks
-    keep the pool's per-task overhead small), as bytes or a uint8 array. ISA-L's levels go through
-    deflate.compress_blocks, all blocks in one call without the GIL; the same bytes as block by block."""
+    keep the pool's per-task overhead small), as bytes or a uint8 array."""
+    return sized_bgzf_blocks(data, level)[0]
+
+
+def sized_bgzf_blocks(data, level: int):
+    """BGZF blocks of data, all but the last of BGZF_INPUT bytes, with what an index needs to place
+    records in them: (blocks, each block's compressed size, its input size). ISA-L's levels go
+    through deflate.compress_blocks, all blocks in one call without the GIL; the same bytes as
+    block by block."""
+    data = np.frombuffer(data, dtype=np.uint8)
+    usizes = np.minimum(BGZF_INPUT, len(data) - np.arange(0, len(data), BGZF_INPUT))
     with trace.span("compress BGZF"):
         if compress_blocks is not None and 1 <= level <= 3:
-            return compress_blocks(np.frombuffer(data, dtype=np.uint8), BGZF_INPUT, level)[0]
-        return b"".join(bgzf_block(data[i:i + BGZF_INPUT], level) for i in range(0, len(data), BGZF_INPUT))
+            blocks, csizes = compress_blocks(data, BGZF_INPUT, level)
+            return blocks, csizes, usizes
+        blocks = [bgzf_block(data[i:i + BGZF_INPUT], level) for i in range(0, len(data), BGZF_INPUT)]
+        return b"".join(blocks), np.array([len(b) for b in blocks], dtype=np.int64), usizes
 
 
 BLOCKS_PER_TASK = 16
