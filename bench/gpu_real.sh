@@ -98,7 +98,7 @@ for set in ${SETS:-ecoli_se}; do
             --fragment-mean "$FRAG_MEAN" --fragment-sd "$FRAG_SD" -k "$k" -t "$THREADS" --simulator "$SIMULATOR" \
             --gzip "$GZIP" --qualities "${QUALITIES:-raw}" --seed "$SEED" --aligners "$ALIGNERS" \
             --gpualign-backend "$BACKEND" \
-            --decoders "${DECODERS:-zcat,isal,rapidgzip}" --workdir /tmp/gpualign_real --out $R ${EXTRA:-} \
+            --decoders "${DECODERS-zcat,isal,rapidgzip}" --workdir /tmp/gpualign_real --out $R ${EXTRA:-} \
             2> "$R/progress_$set.log")
   rc=$?
   grep -E "simulated and renamed|: [0-9.]+ s, [0-9,]+ reads/s|skipping|ERROR|WARNING|decode .*: rc" "$R/progress_$set.log" \
