@@ -7,7 +7,8 @@ there are --records of them, each copy placed at random positions (pos, bin and 
 --unplaced of them made unmapped: one key shared by all), fed to SortedBam in the mapper's slices
 (records.RECORDS_PER_TASK). Reports the summed per-slice time (worker threads), the summed time of
 `consume` (the mapping thread), and the tail: from the last slice handed over to the BAM and .bai
-written. Run it against another checkout with PYTHONPATH=that/checkout to compare.
+written, in wall and CPU seconds (all threads; less sensitive to other load). Run it against
+another checkout with PYTHONPATH=that/checkout to compare.
 
     gpualign map IDX reads.fq.gz -o u.bam --unsorted ; python bench/sorted_tail.py u.bam -n 3000000 -t 2
 """
@@ -114,13 +115,14 @@ def run(header, buf, offsets, keys, out, threads, level):
             sink.add(a, b)
         while sink.jobs:   # the slices still encoding: not the tail
             sink.consume(*sink.jobs.popleft().result())
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         sink.close()
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
     finally:
         sort.SortedBam.sorted_records, sort.SortedBam.consume = per_slice, consume
     times["slices handed over"] = t1 - t0
     times["tail"] = t2 - t1
+    times["tail CPU (all threads)"] = c2 - c1
     return times
 
 

@@ -5,6 +5,7 @@ the unsorted output, whatever the batches and threads, and indexes them. Records
 themselves; the last test runs the whole command line on reads mapped to a random genome."""
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import numpy as np
 import pysam
 import pytest
 
-from gpualign.bam import sort
+from gpualign.bam import bgzf, sort
 from gpualign.bam.sort import SortedBam, UnsortedBam
 from gpualign.cli import main
 
@@ -97,8 +98,11 @@ def test_sorted_records_are_samtools_sort_of_the_unsorted_ones(tmp_path, rng, mo
 def test_sorted_bytes_depend_on_the_records_alone(tmp_path, rng, monkeypatch):
     """The final pass cuts the order into parts of PART_RECORDS records, each compressed on its own:
     the BAM and .bai bytes are the same whatever the batches and threads, with parts small enough
-    that part edges fall inside ties (the unplaced records share one key) spread over several runs."""
+    that part edges fall inside ties (the unplaced records share one key) spread over several runs,
+    and small BGZF blocks, so records straddle blocks inside a part. The .bai finds what samtools
+    index's does."""
     monkeypatch.setattr(sort, "PART_RECORDS", 16)
+    monkeypatch.setattr(bgzf, "BGZF_INPUT", 997)
     segments = random_alignments(rng, make_header(), 1500, with_reads=range(4))
     keys = np.sort(coordinate_keys(segments))
     edges = np.arange(16, len(keys), 16)
@@ -112,27 +116,35 @@ def test_sorted_bytes_depend_on_the_records_alone(tmp_path, rng, monkeypatch):
     assert all(out == outputs[0] for out in outputs)
     pysam.sort("-o", str(tmp_path / "ref.bam"), unsorted_bam)
     assert records(sorted_bam) == records(str(tmp_path / "ref.bam"))
+    copy = str(tmp_path / "copy.bam")
+    shutil.copy(sorted_bam, copy)
+    pysam.index(copy)
+    assert pysam.idxstats(sorted_bam) == pysam.idxstats(copy)
+    with pysam.AlignmentFile(sorted_bam) as ours, pysam.AlignmentFile(copy) as theirs:
+        for _ in range(200):
+            tid = int(rng.integers(0, 4))
+            a = int(rng.integers(0, ours.lengths[tid]))
+            b = min(ours.lengths[tid], a + int(rng.choice([1, 300, 20_000, 400_000])))
+            assert ([r.query_name for r in ours.fetch(ours.references[tid], a, b)]
+                    == [r.query_name for r in theirs.fetch(theirs.references[tid], a, b)])
 
 
-def test_rank_cut_and_merged_rows_give_the_stable_order_of_the_runs(rng):
+def test_rank_cut_and_part_rows_give_the_stable_order_of_the_runs(rng):
     """Sorted runs (some empty) of few distinct keys, the extremes of int64 among them: for every
     rank, rank_cut ends each run where the stable order of all keys (ties in input order) does,
-    and merged_rows between consecutive cuts lists that order."""
+    and part_rows of consecutive rank ranges lists that order."""
     values = np.array([np.iinfo(np.int64).min, -5, 0, 3, 1 << 40, np.iinfo(np.int64).max])
     runs = [np.sort(rng.choice(values, size=int(rng.integers(0, 12)))) for _ in range(9)]
     keys = np.concatenate(runs)
     run_off = np.cumsum([0] + [len(r) for r in runs], dtype=np.int64)
     order = np.argsort(keys, kind="stable")
     run_of = np.searchsorted(run_off, np.arange(len(keys)), side="right") - 1
-    cuts = []
     for rank in range(len(keys) + 1):
         taken = np.bincount(run_of[order[:rank]], minlength=len(runs))
-        cuts.append(sort.rank_cut(keys, run_off, rank))
-        assert cuts[-1].tolist() == (run_off[:-1] + taken).tolist(), rank
+        assert sort.rank_cut(keys, run_off, rank).tolist() == (run_off[:-1] + taken).tolist(), rank
     for step in (1, 4, 7):
-        edges = [cuts[r] for r in range(0, len(keys), step)] + [cuts[-1]]
-        rows = np.concatenate([sort.merged_rows(keys, a, b) for a, b in zip(edges, edges[1:])])
-        assert rows.tolist() == order.tolist()
+        rows = [sort.part_rows(keys, run_off, a, min(len(keys), a + step)) for a in range(0, len(keys), step)]
+        assert np.concatenate(rows).tolist() == order.tolist()
 
 
 @pytest.mark.parametrize("kind", ["none", "unplaced only", "one contig"])
