@@ -20,7 +20,7 @@ host with `derived`, the CUDA backend on the GPU from the codes alone, so they a
 on the busy host nor uploaded). Every function here carries them when present and None when not.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit
@@ -93,25 +93,21 @@ def finish_reads(names, name_off, codes, quals, read_off, k: int, comments=None,
                      packed=np.zeros(0, dtype=np.uint32), rc_packed=np.zeros(0, dtype=np.uint32),
                      word_off=np.zeros(n + 1, dtype=np.int64), hbin=none, rc_hbin=none, k=k,
                      comments=comments, comment_off=comment_off)
-    if not derive:
-        return Reads(names=names, name_off=name_off, name_hash=fnv1a_all(names, name_off), codes=codes,
-                     rc_codes=None, quals=quals, read_off=read_off, packed=None, rc_packed=None, word_off=None,
-                     hbin=None, rc_hbin=None, k=k, comments=comments, comment_off=comment_off)
-    rc = reverse_complements(codes, read_off)
-    packed, word_off = pack_reads(codes, read_off)
-    rc_packed, _ = pack_reads(rc, read_off)
-    return Reads(names=names, name_off=name_off, name_hash=fnv1a_all(names, name_off), codes=codes,
-                 rc_codes=rc, quals=quals, read_off=read_off, packed=packed, rc_packed=rc_packed,
-                 word_off=word_off, hbin=header_bins(codes, read_off, k), rc_hbin=header_bins(rc, read_off, k), k=k,
-                 comments=comments, comment_off=comment_off)
+    bare = Reads(names=names, name_off=name_off, name_hash=fnv1a_all(names, name_off), codes=codes, rc_codes=None,
+                 quals=quals, read_off=read_off, packed=None, rc_packed=None, word_off=None, hbin=None,
+                 rc_hbin=None, k=k, comments=comments, comment_off=comment_off)
+    return derived(bare) if derive else bare
 
 
 def derived(reads: Reads) -> Reads:
     """reads with the DERIVED arrays, made on the host where the reader left them out."""
     if reads.rc_codes is not None or reads.k == RECORDS_ONLY:
         return reads
-    return finish_reads(reads.names, reads.name_off, reads.codes, reads.quals, reads.read_off, reads.k,
-                        reads.comments, reads.comment_off)
+    codes, read_off, k = reads.codes, reads.read_off, reads.k
+    rc = reverse_complements(codes, read_off)
+    packed, word_off = pack_reads(codes, read_off)
+    return replace(reads, rc_codes=rc, packed=packed, rc_packed=pack_reads(rc, read_off)[0], word_off=word_off,
+                   hbin=header_bins(codes, read_off, k), rc_hbin=header_bins(rc, read_off, k))
 
 
 def word_offsets(read_off: np.ndarray) -> np.ndarray:

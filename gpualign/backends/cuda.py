@@ -177,7 +177,6 @@ def _state():
         _local.device = {}    # slot -> device buffer
         _local.batch = {}
         _local.kernels = []   # (name, start event, end event) of launches not on the timeline yet
-        _local.no_traceback = None
         if trace.enabled():
             _gpu_reference()
     return _local
@@ -187,37 +186,29 @@ def _stream():
     return _state().stream
 
 
-def _kept(buffers, slot, nbytes, allocate):
-    """A uint8 buffer of at least nbytes for `slot`, kept from batch to batch and grown by a quarter
-    when too small: a batch allocates and frees nothing on the GPU or in page-locked memory, whose
-    allocation and release are slow (and a release waits for the whole device)."""
+def _kept(buffers, slot, shape, dtype, allocate):
+    """An array of shape and dtype carved from the uint8 buffer kept for `slot`, which is kept from
+    batch to batch and grown by a quarter when too small: a batch allocates and frees nothing on the
+    GPU or in page-locked memory, whose allocation and release are slow (and a release waits for the
+    whole device)."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
     buf = buffers.get(slot)
     if buf is None or buf.nbytes < nbytes:
         buf = allocate(max(nbytes, 1 << 16) * 5 // 4)
         buffers[slot] = buf
-    return buf
-
-
-def _carve(buf, shape, dtype):
-    """The first bytes of a kept buffer as an array of shape and dtype."""
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
     return buf[:nbytes].view(dtype).reshape(shape)
 
 
 def _pinned(slot: str, shape, dtype):
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    return _carve(_kept(_state().pinned, slot, nbytes, lambda n: numba.cuda.pinned_array(n, dtype=np.uint8)),
-                  shape, dtype)
+    return _kept(_state().pinned, slot, shape, dtype, lambda n: numba.cuda.pinned_array(n, dtype=np.uint8))
 
 
 def _empty(slot: str, shape, dtype):
     """A device array for `slot` (its content is what the slot held last). A thread's stream orders
     a slot's reuse after every earlier use by the same thread."""
     state = _state()
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    buf = _kept(state.device, slot, nbytes,
-                lambda n: numba.cuda.device_array(n, dtype=np.uint8, stream=state.stream))
-    return _carve(buf, shape, dtype)
+    return _kept(state.device, slot, shape, dtype,
+                 lambda n: numba.cuda.device_array(n, dtype=np.uint8, stream=state.stream))
 
 
 def _upload(slot: str, arr):
@@ -231,14 +222,6 @@ def _upload(slot: str, arr):
         dev = _empty(slot, arr.shape, arr.dtype)
         dev.copy_to_device(staged, stream=_stream())
         return dev
-
-
-def _no_traceback():
-    """The extension kernel's traceback argument, which it leaves alone: one byte, made once per thread."""
-    state = _state()
-    if state.no_traceback is None:
-        state.no_traceback = numba.cuda.device_array(1, dtype=np.uint8)
-    return state.no_traceback
 
 
 def _fetch(*device_arrays):
@@ -381,7 +364,7 @@ def extend_stage(reads, genome, pair_read, pair_key, p):
             _upload("pair_key", np.asarray(pair_key, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"), *_genome_args(genome), genome.size,
             p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty,
-            _no_traceback(), out)
+            _empty("no traceback", 1, np.uint8), out)   # the extension kernel leaves it alone
     return _fetch(out[:m])[0]
 
 

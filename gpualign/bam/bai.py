@@ -77,12 +77,6 @@ def index_fields(buf):
     return fields
 
 
-def virtual_offsets(stream_offsets: np.ndarray, block_starts: np.ndarray, block_input: int) -> np.ndarray:
-    """Virtual offsets of positions in the uncompressed stream cut into blocks of block_input bytes."""
-    block = stream_offsets // block_input
-    return (block_starts[block].astype(np.uint64) << np.uint64(16)) | (stream_offsets % block_input).astype(np.uint64)
-
-
 def build_bai(n_ref: int, tid, pos, end, bins, flag, vstart, vend) -> bytes:
     """The .bai bytes for records in coordinate order with their start and end virtual offsets."""
     out = [b"BAI\x01", struct.pack("<i", n_ref)]

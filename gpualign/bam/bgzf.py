@@ -42,12 +42,6 @@ def deflate(data, level: int) -> bytes:
     return comp.compress(data) + comp.flush()
 
 
-def bgzf_blocks(data, level: int):
-    """Consecutive BGZF blocks of data (one task of the compression pool: fewer, bigger tasks
-    keep the pool's per-task overhead small), as bytes or a uint8 array."""
-    return sized_bgzf_blocks(data, level)[0]
-
-
 def sized_bgzf_blocks(data, level: int):
     """BGZF blocks of data, all but the last of BGZF_INPUT bytes, with what an index needs to place
     records in them: (blocks, each block's compressed size, its input size). ISA-L's levels go
@@ -63,7 +57,7 @@ def sized_bgzf_blocks(data, level: int):
         return b"".join(blocks), np.array([len(b) for b in blocks], dtype=np.int64), usizes
 
 
-BLOCKS_PER_TASK = 16
+BLOCKS_PER_TASK = 16   # blocks a task of the writer's pool: fewer, bigger tasks keep its overhead small
 
 
 class BamWriter:
@@ -90,24 +84,21 @@ class BamWriter:
         full = len(data) - len(data) % BGZF_INPUT
         task = BGZF_INPUT * BLOCKS_PER_TASK
         for i in range(0, full, task):
-            self.jobs.append(self.pool.submit(bgzf_blocks, data[i:min(full, i + task)], self.level))
+            self.jobs.append(self.pool.submit(sized_bgzf_blocks, data[i:min(full, i + task)], self.level))
         self.pending = data[full:].copy()
         self._drain(keep=2 * self.threads)
 
     def _drain(self, keep: int):
         """Write finished blocks in order; wait while more than `keep` are outstanding."""
         while self.jobs and (len(self.jobs) > keep or self.jobs[0].done()):
-            blocks = self.jobs.popleft().result()
+            blocks, csizes, _ = self.jobs.popleft().result()
             self.fh.write(blocks)
-            i = 0
-            while i < len(blocks):   # BSIZE (block size - 1) sits at bytes 16-17 of a block
-                self.block_starts.append(self.compressed + i)
-                i += int.from_bytes(blocks[i + 16:i + 18], "little") + 1
+            self.block_starts.extend((self.compressed + np.cumsum(csizes) - csizes).tolist())
             self.compressed += len(blocks)
 
     def close(self):
         if len(self.pending):
-            self.jobs.append(self.pool.submit(bgzf_block, self.pending, self.level))
+            self.jobs.append(self.pool.submit(sized_bgzf_blocks, self.pending, self.level))
         self._drain(keep=0)
         self.block_starts.append(self.compressed)   # where a record ending the stream points
         self.fh.write(BGZF_EOF)
