@@ -134,28 +134,23 @@ HOST_PARALLEL = threading.Lock()
 @njit(cache=True, parallel=True, nogil=True)
 def choose(name_hash, pair_start, pair_key, eff, raw, loc, span, keep, incomplete, match, mismatch, min_score,
            out_key, out_local, out_as, out_xs, out_mapq):
-    """Pick each read's primary placement among its loci (all_loci).
-
-    Equal best loci are broken by the read-name hash, and get MAPQ 0. So do reads whose candidate
-    search was incomplete (a locus as well supported as the best was left out, as in repeats): a
-    better placement may exist unseen. out_key = -1: unmapped.
-    """
-    n = name_hash.shape[0]
-    widest = 1
-    for r in range(n):
-        widest = max(widest, pair_start[r + 1] - pair_start[r])
-    nchunks = min(n, 1024)
-    for c in prange(nchunks):   # scratch allocated once per chunk of reads, not per read
-        ties = np.empty(widest, dtype=np.int64)
-        for r in range(c * n // nchunks, (c + 1) * n // nchunks):
-            choose_one(r, name_hash, pair_start, pair_key, eff, raw, loc, span, keep, incomplete, match, mismatch,
-                       min_score, out_key, out_local, out_as, out_xs, out_mapq, ties)
+    """Pick each read's primary placement among its loci (all_loci): choose_one for every read."""
+    for r in prange(name_hash.shape[0]):
+        choose_one(r, name_hash, pair_start, pair_key, eff, raw, loc, span, keep, incomplete, match, mismatch,
+                   min_score, out_key, out_local, out_as, out_xs, out_mapq)
 
 
 @njit(cache=True)
 def choose_one(r, name_hash, pair_start, pair_key, eff, raw, loc, span, keep, incomplete, match, mismatch, min_score,
-               out_key, out_local, out_as, out_xs, out_mapq, ties):
-    """choose() for read r, with scratch `ties` at least as long as its candidate list."""
+               out_key, out_local, out_as, out_xs, out_mapq):
+    """Read r's primary placement among its loci (no scratch: it runs as a CUDA device function too).
+
+    Equal best loci are broken by the read-name hash, and get MAPQ 0: the ties ordered by key (then
+    by position in the list), the one at rank name_hash % ties is picked, so the pick does not
+    depend on candidate order. So do reads whose candidate search was incomplete (a locus as well
+    supported as the best was left out, as in repeats): a better placement may exist unseen.
+    out_key = -1: unmapped.
+    """
     a = pair_start[r]
     b = pair_start[r + 1]
     out_key[r] = -1
@@ -170,15 +165,19 @@ def choose_one(r, name_hash, pair_start, pair_key, eff, raw, loc, span, keep, in
     nties = 0
     for x in range(a, b):
         if keep[x] and eff[x] == best:
-            ties[nties] = x
             nties += 1
-    # order ties by key so the pick does not depend on candidate order
-    for u in range(1, nties):
-        v = u
-        while v > 0 and pair_key[ties[v - 1]] > pair_key[ties[v]]:
-            ties[v - 1], ties[v] = ties[v], ties[v - 1]
-            v -= 1
-    chosen = ties[name_hash[r] % nties]
+    want = name_hash[r] % nties
+    chosen = a
+    for x in range(a, b):
+        if not (keep[x] and eff[x] == best):
+            continue
+        rank = 0
+        for y in range(a, b):
+            if keep[y] and eff[y] == best and (pair_key[y] < pair_key[x] or (pair_key[y] == pair_key[x] and y < x)):
+                rank += 1
+        if rank == want:
+            chosen = x
+            break
     second = NEG
     for x in range(a, b):
         if keep[x] and x != chosen and eff[x] > second:
@@ -204,13 +203,21 @@ def single_end_choice(batch, pair_start, pair_key, loci: Loci, incomplete, p, ti
 
 @njit(cache=True, nogil=True)
 def place_multi_exact(counts, ekeys, name_hash, lengths, max_exact, match, key, local, score, sub, mapq):
-    """Reads matching exactly at two or more places: a hash-chosen one, MAPQ 0, XS = AS."""
+    """Reads matching exactly at two or more places: place_exact_copy for every read."""
     for r in range(counts.shape[0]):
-        if counts[r] < 2:
-            continue
-        stored = min(counts[r], max_exact)
-        key[r] = ekeys[r, name_hash[r] % stored]
-        local[r] = 0
-        score[r] = lengths[r] * match
-        sub[r] = lengths[r] * match
-        mapq[r] = 0
+        place_exact_copy(r, counts[r], ekeys[r], 0, name_hash, lengths[r], max_exact, match, key, local, score, sub,
+                         mapq)
+
+
+@njit(cache=True)
+def place_exact_copy(r, count, ekeys, eoff, name_hash, length, max_exact, match, key, local, score, sub, mapq):
+    """Read r, if it matches exactly at two or more places (count; stored keys at ekeys[eoff:]):
+    a hash-chosen copy, MAPQ 0, XS = AS."""
+    if count < 2:
+        return
+    stored = min(count, max_exact)
+    key[r] = ekeys[eoff + name_hash[r] % stored]
+    local[r] = 0
+    score[r] = length * match
+    sub[r] = length * match
+    mapq[r] = 0

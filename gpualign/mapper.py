@@ -76,8 +76,14 @@ class StageTimes:
 
 
 def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTimes | None = None) -> BatchResult:
-    """Each read's best placement on its own, and its alignment."""
+    """Each read's best placement on its own, and its alignment. A backend with single_end_batch
+    (cuda) runs the stages below as one chain in its own memory."""
     times = times or StageTimes()
+    resident = getattr(backend, "single_end_batch", None)
+    if resident is not None:
+        with times("mapping (resident on the GPU)"):
+            *choice, ops, lens, trace_rows, mapped = resident(batch, genome, index, p)
+        return BatchResult(*choice, ops=ops, lens=lens, trace=trace_rows, mapped=mapped)
     exact, cand, incomplete = extended_candidates(batch, genome, index, p, backend, times, multi_exact=False)
     loci = timed_loci(cand, batch, p, times)
     choice = single_end_choice(batch, cand.start, cand.key, loci, incomplete, p, times)

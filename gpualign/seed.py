@@ -249,9 +249,7 @@ def candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys, multi_exact, v
     kept = np.zeros(need.shape[0], dtype=np.int64)
     per_read = np.zeros(n, dtype=np.int64)
     for x in range(need.shape[0]):
-        c = 0
-        while c < ncand[x] and cvotes[x, c] * vote_fraction >= cvotes[x, 0]:   # votes are sorted
-            c += 1
+        c = kept_candidates(ncand[x], cvotes[x], 0, vote_fraction)
         kept[x] = c
         per_read[need[x]] = c + (1 if counts[need[x]] == 1 else 0)
     if multi_exact:
@@ -275,6 +273,23 @@ def candidate_pairs(n, need, ncand, ckeys, cvotes, counts, ekeys, multi_exact, v
             if counts[r] >= 2:
                 pair_key[pair_start[r]:pair_start[r + 1]] = ekeys[r, :pair_start[r + 1] - pair_start[r]]
     return pair_read, pair_key, pair_start
+
+
+@njit(cache=True)
+def kept_candidates(ncand, votes, voff, vote_fraction):
+    """How many of a read's candidates (votes at votes[voff:], sorted, ncand of them) have at least
+    1/vote_fraction of the best one's votes."""
+    c = 0
+    while c < ncand and votes[voff + c] * vote_fraction >= votes[voff]:
+        c += 1
+    return c
+
+
+@njit(cache=True)
+def left_out_well_supported(dropped, best_votes, exact_count):
+    """search_incomplete for one read: a left-out cluster had at least half the best kept one's votes
+    (and the read has no exact hit)."""
+    return dropped > 0 and 2 * dropped >= best_votes and exact_count == 0
 
 
 def search_incomplete(n, need, cvotes, dropped, counts):

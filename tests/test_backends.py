@@ -10,7 +10,9 @@ import numpy as np
 import pysam
 import pytest
 
-from gpualign.backends import cpu, cuda, get_backend, launch
+from numba import cuda as numba_cuda
+
+from gpualign.backends import cpu, cuda, get_backend, launch, resident
 from gpualign.mapper import map_batch, map_reads
 from gpualign.options import MapParams
 from gpualign.reads import derived, encode_reads, finish_reads, subset
@@ -26,6 +28,7 @@ def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world, 
     rng, genome, seqs, index = world
     batch, _ = simulate_reads(rng, seqs, 14, length=45, n_rate=0.01)
     monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
+    monkeypatch.setattr(launch, "SCAN_THREADS", 4)   # the resident chain's scans in several chunks
     p = MapParams(max_indels=3, min_score=15, **budget)  # short noisy reads
     results = [map_batch(batch, genome, index, p, cpu), map_batch(batch, genome, index, p, cuda)]
     halves = [map_batch(subset(batch, a, b), genome, index, p, cpu) for a, b in ((0, 5), (5, len(batch)))]
@@ -44,7 +47,8 @@ def test_batches_in_flight_on_streams_give_the_cpu_records_in_order(monkeypatch,
     batch, _ = simulate_reads(rng, seqs, 40, length=50, n_rate=0.01)
     monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
     monkeypatch.setattr(cuda, "BATCHES_IN_FLIGHT", 3)
-    monkeypatch.setattr(cuda, "RESEED_CHUNK", 2)   # several re-seeding launches per batch
+    monkeypatch.setattr(cuda, "RESEED_CHUNK", 2)   # several re-seeding launches per batch (a thread re-seeds several reads)
+    monkeypatch.setattr(launch, "SCAN_THREADS", 8)
     p = MapParams(max_indels=3, min_score=15, max_candidates=2, max_hits=24, batch_size=6)
     records = {}
     for name in ("cpu", "cuda"):
@@ -65,12 +69,13 @@ def test_a_trace_puts_every_kernel_launch_on_the_gpu_timeline(monkeypatch, world
     path = tmp_path / "trace.tsv"
     monkeypatch.setenv("GPUALIGN_TRACE", str(path))
     launches = []
-    real_launch = cuda._launch
-    monkeypatch.setattr(cuda, "_launch", lambda kernel, n, *args: (launches.append(n > 0), real_launch(kernel, n, *args)))
+    real_enqueue = cuda._enqueue
+    monkeypatch.setattr(cuda, "_enqueue", lambda *args: (launches.append(True), real_enqueue(*args)))
     map_reads(genome, index, batch, str(tmp_path / "out.bam"), P, backend_name="cuda", threads=2, log=lambda msg: None)
     gpu = [line.split("\t")[1] for line in path.read_text().splitlines() if line.startswith("GPU\t")]
     assert len(gpu) == sum(launches) > 0
-    assert {"GPU exact_kernel", "GPU extend_kernel", "GPU trace_kernel"} <= set(gpu)
+    assert {"GPU exact_kernel", "GPU seed_kernel", "GPU scan_kernel", "GPU extend_pairs_kernel",
+            "GPU trace_chosen_kernel"} <= set(gpu)
 
 
 def test_stages_are_handed_out_checked(monkeypatch, world):
@@ -116,3 +121,16 @@ def test_reads_derived_on_the_gpu_are_the_hosts(monkeypatch, rng):
         expected = getattr(host, f)
         assert np.array_equal(arr.copy_to_host()[:len(expected)], expected), f
     assert (host.hbin >= 0).sum() >= 8   # not a vacuous comparison: most N-free reads have a bin
+
+
+@pytest.mark.parametrize("threads", [1, 3, 32])
+def test_the_resident_chains_scan_is_numpys_cumsum(rng, threads):
+    """resident._scan_kernel (one block, a chunk a thread) against numpy, for lengths that leave
+    threads with no chunk, a partial chunk, and several chunks."""
+    for n in (1, 2, threads - 1, threads, threads + 1, 5 * threads + 3, 200):
+        if n < 1:
+            continue
+        values = rng.integers(0, 40, size=n).astype(np.int64)
+        out = numba_cuda.device_array(n + 1, dtype=np.int64)
+        resident._scan_kernel[1, threads](numba_cuda.to_device(values), out)
+        assert np.array_equal(out.copy_to_host(), np.concatenate(([0], np.cumsum(values)))), n

@@ -150,12 +150,11 @@ def single_end_choice_fast(c: Candidates, loci: Loci, p):
 
 
 def choose_one_fast(c: Candidates, loci: Loci, p):
-    """choose_one read by read, in reverse order, with scratch just long enough."""
+    """choose_one read by read, in reverse order."""
     n = len(c)
     out = [np.full(n, -9, dtype=np.int64) for _ in range(5)]
     for r in reversed(range(n)):
-        ties = np.empty(c.start[r + 1] - c.start[r], dtype=np.int64)
-        choose_one(r, c.name_hash, c.start, c.key, *loci, c.incomplete, p.match, p.mismatch, p.min_score, *out, ties)
+        choose_one(r, c.name_hash, c.start, c.key, *loci, c.incomplete, p.match, p.mismatch, p.min_score, *out)
         if out[0][r] == -1:   # an unmapped read's other outputs are left as they were
             for o, unset in zip(out[1:], (0, 0, -1, 0)):
                 o[r] = unset

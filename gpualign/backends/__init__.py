@@ -15,6 +15,9 @@ seed.py and extend.py, so their records are identical. A backend module provides
 and may provide, as optional abilities the mapper asks for with getattr:
 
     BATCHES_IN_FLIGHT   batches mapped at once on threads of their own (default 1)
+    single_end_batch(reads, genome, index, p) -> (key, local, score, sub, mapq, ops, lens, trace, mapped)
+                        mapper.map_batch's whole chain kept in the backend's memory (cuda: resident.py);
+                        without it the mapper calls the stages above one by one
 
 `get_backend` is the one place that picks a module, and hands it out behind `Checked`, which checks
 what each stage is given. Launch configuration (threads per block) is in launch.py.

@@ -23,7 +23,7 @@ import numpy as np
 from numba import cuda
 from numba.cuda.core import config as cuda_core_config
 
-from .. import encode, extend, seed, trace
+from .. import choose, encode, extend, seed, trace
 from ..reads import word_offsets
 from . import launch
 from ..extend import EXT_COLUMNS, RESCUE_COL, RESCUE_COLUMNS, RESCUE_ROW, RESCUE_SCORE, TR_COLUMNS, TR_NOPS
@@ -41,9 +41,10 @@ RESEED_CHUNK = 16384         # reads re-seeded per launch: 128 KB of hit scratch
 # the per-read functions the kernels call, and the modules that define them
 _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read"],
            seed: ["read_matches_at", "exact_hits", "seed_kmer", "seed_offset", "collect_seed_hits",
-                  "merge_sort_runs", "find_candidates"],
+                  "merge_sort_runs", "find_candidates", "kept_candidates", "left_out_well_supported"],
            extend: ["window_of", "mismatches_below", "ungapped_most", "ungapped_best", "banded_dp", "local_can_win",
-                    "skip_local", "push_op", "traceback", "extend_pair", "trace_pair", "rescue_align"]}
+                    "skip_local", "push_op", "traceback", "extend_pair", "trace_pair", "rescue_align"],
+           choose: ["locus_scores", "mapq_of", "choose_one", "place_exact_copy"]}
 
 
 def _device_functions():
@@ -283,13 +284,23 @@ _launch_turns = threading.Lock()
 
 
 def _launch(kernel, n, *args):
+    """The kernel over n items, a thread each, on this thread's stream."""
     if n > 0:
-        stream, timed = _stream(), trace.enabled()
-        with trace.span("GPU launch (turns)"), _launch_turns:
-            start = _event_on(stream) if timed else None
-            kernel[launch.blocks_for(n), launch.THREADS_PER_BLOCK, stream](*args)
-            if timed:
-                _state().kernels.append((kernel.py_func.__name__.strip("_"), start, _event_on(stream)))
+        _enqueue(kernel, launch.blocks_for(n), launch.THREADS_PER_BLOCK, *args)
+
+
+def _launch_block(kernel, nthreads, *args):
+    """A kernel of one block (a scan over the whole batch), on this thread's stream."""
+    _enqueue(kernel, 1, nthreads, *args)
+
+
+def _enqueue(kernel, blocks, threads, *args):
+    stream, timed = _stream(), trace.enabled()
+    with trace.span("GPU launch (turns)"), _launch_turns:
+        start = _event_on(stream) if timed else None
+        kernel[blocks, threads, stream](*args)
+        if timed:
+            _state().kernels.append((kernel.py_func.__name__.strip("_"), start, _event_on(stream)))
 
 
 # With a trace on, every launch is bracketed by CUDA events; the kernels a thread launched go on the
@@ -402,3 +413,7 @@ def rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p)
             _on_device(genome.packed), _on_device(genome.nmask), p.match, p.mismatch, p.gap_open, p.gap_extend,
             H, E, out)
     return _fetch(out[:m])[0]
+
+
+# The single-end batch resident on the GPU from exact match to traceback; it builds on the launchers above.
+from .resident import single_end_batch  # noqa: E402

@@ -2,6 +2,7 @@
 (forcing multi-block launches on tiny inputs in the simulator)."""
 
 THREADS_PER_BLOCK = 128
+SCAN_THREADS = 1024   # the one block of an exclusive scan (at most 1024: its shared array)
 
 
 def blocks_for(n: int) -> int:
