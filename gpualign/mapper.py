@@ -28,7 +28,7 @@ from .bam.records import batch_bam_records, record_slices
 from .bam.sam_records import batch_records
 from .bam.sort import SortedBam, UnsortedBam
 from .batches import as_batches, block_of_fragments, block_starts
-from .choose import HOST_PARALLEL, Choice, loci_of, place_multi_exact, single_end_choice
+from .choose import HOST_PARALLEL, Choice, Loci, loci_of, place_multi_exact, single_end_choice
 from .errors import InputError
 from .options import MapParams
 from .output import scratch_dir
@@ -95,13 +95,20 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTi
 def map_pair_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTimes | None = None) -> BatchResult:
     """map_batch for interleaved mates (read 2i is R1 of fragment i, 2i+1 its R2): every read's
     loci as map_batch finds them, the insert-size estimate of each block, mate rescue on the backend,
-    then both mates' placements chosen together (pairing.py)."""
+    then both mates' placements chosen together (pairing.py). A backend with candidates_and_choice
+    (cuda) finds the loci and single-end choices as one chain in its own memory."""
     times = times or StageTimes()
     n, lengths, tn = len(batch), batch.lengths, p.tuning
-    exact, cand, incomplete = extended_candidates(batch, genome, index, p, backend, times, multi_exact=True)
-    incomplete |= exact.counts > p.max_exact   # exact copies beyond those stored were not seen
-    loci = timed_loci(cand, batch, p, times)
-    choice = single_end_choice(batch, cand.start, cand.key, loci, incomplete, p, times)
+    resident = getattr(backend, "candidates_and_choice", None)
+    if resident is not None:
+        with times("mapping (resident on the GPU)"):
+            _, cand, incomplete, loci, choice = resident(batch, genome, index, p)
+        cand, loci, choice = Candidates(*cand), Loci(*loci), Choice(*choice)
+    else:
+        exact, cand, incomplete = extended_candidates(batch, genome, index, p, backend, times, multi_exact=True)
+        incomplete |= exact.counts > p.max_exact   # exact copies beyond those stored were not seen
+        loci = timed_loci(cand, batch, p, times)
+        choice = single_end_choice(batch, cand.start, cand.key, loci, incomplete, p, times)
     with times("pairing"):
         starts = block_starts(n // 2, tn.insert_block)
         block = block_of_fragments(starts)
@@ -248,6 +255,13 @@ class Progress:
         return self.reads / max((now or time.perf_counter()) - self.start, 1e-9)
 
 
+def warm_up(backend, genome, index, p):
+    """The backend's warm_up where it has one (cuda: kernels loaded, genome and index uploaded)."""
+    if hasattr(backend, "warm_up"):
+        with trace.span("warm up backend"):
+            backend.warm_up(genome, index, p)
+
+
 def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="auto",
               threads: int = 1, read_group=None, command_line="gpualign", log=None, fmt: str = "bam",
               compression_level: int = 6, sort: bool = False, index_path: str | None = None, paired: bool = False,
@@ -268,12 +282,14 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
                              log, "bam", compression_level, sort, None, paired)
     sam = fmt == "sam"
     batches = as_batches(reads, p.batch_size, paired, p.tuning.insert_block)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="first batch") as early:
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="first batch") as early:
         reading = early.submit(next, iter(batches), None)   # reading starts while the backend does
         with trace.span("start backend"):
             backend = get_backend(backend_name, log)
             ensure_compiled(backend.NAME, log)   # a cold cache compiles first, before the mapping clock starts
+        warming = early.submit(warm_up, backend, genome, index, p)   # while the first batch is read
         head = reading.result()
+        warming.result()
     batches = itertools.chain([] if head is None else [head], batches)
     header = make_header(genome, read_group, command_line, sort_order="coordinate" if sort and not sam else "unsorted")
     rg_id = read_group["ID"] if read_group else None

@@ -74,8 +74,8 @@ def test_a_trace_puts_every_kernel_launch_on_the_gpu_timeline(monkeypatch, world
     map_reads(genome, index, batch, str(tmp_path / "out.bam"), P, backend_name="cuda", threads=2, log=lambda msg: None)
     gpu = [line.split("\t")[1] for line in path.read_text().splitlines() if line.startswith("GPU\t")]
     assert len(gpu) == sum(launches) > 0
-    assert {"GPU exact_kernel", "GPU seed_kernel", "GPU scan_kernel", "GPU extend_pairs_kernel",
-            "GPU trace_chosen_kernel"} <= set(gpu)
+    assert {"GPU exact_kernel", "GPU seed_kernel", "GPU pairs_kernel", "GPU extend_pairs_kernel",
+            "GPU choose_kernel"} <= set(gpu)
 
 
 def test_stages_are_handed_out_checked(monkeypatch, world):
@@ -124,13 +124,31 @@ def test_reads_derived_on_the_gpu_are_the_hosts(monkeypatch, rng):
 
 
 @pytest.mark.parametrize("threads", [1, 3, 32])
-def test_the_resident_chains_scan_is_numpys_cumsum(rng, threads):
-    """resident._scan_kernel (one block, a chunk a thread) against numpy, for lengths that leave
-    threads with no chunk, a partial chunk, and several chunks."""
-    for n in (1, 2, threads - 1, threads, threads + 1, 5 * threads + 3, 200):
-        if n < 1:
-            continue
-        values = rng.integers(0, 40, size=n).astype(np.int64)
-        out = numba_cuda.device_array(n + 1, dtype=np.int64)
-        resident._scan_kernel[1, threads](numba_cuda.to_device(values), out)
-        assert np.array_equal(out.copy_to_host(), np.concatenate(([0], np.cumsum(values)))), n
+@pytest.mark.parametrize("multi_exact", [False, True])
+def test_the_resident_chains_pairs_are_candidate_pairs(rng, threads, multi_exact):
+    """resident._pairs_kernel (one block: a scan for where each read's pairs start, a chunk of reads
+    a thread, then the pairs written) against a plain loop: kept candidates, then a single exact
+    hit, or every stored exact hit of multi_exact reads; for lengths that leave threads with no
+    chunk, a partial chunk, and several chunks."""
+    stride, emax = 4, 3
+    for n in (1, 2, threads + 1, 5 * threads + 3, 200):
+        counts = rng.choice([0, 1, 2, 5], size=n).astype(np.int64)
+        kept = np.where(counts < 2, rng.integers(0, stride + 1, size=n), 0).astype(np.int64)
+        per_read = np.where(counts < 2, kept + (counts == 1), np.minimum(counts, emax) if multi_exact else 0)
+        ekeys = rng.integers(0, 1000, size=n * emax).astype(np.int64)
+        ckeys = rng.integers(0, 1000, size=n * stride).astype(np.int64)
+        want_read, want_key = [], []
+        for r in range(n):
+            keys = list(ckeys[r * stride:r * stride + kept[r]])
+            keys += [ekeys[r * emax]] if counts[r] == 1 else list(ekeys[r * emax:r * emax + per_read[r] - kept[r]])
+            want_read += [r] * len(keys)
+            want_key += keys
+        start = numba_cuda.device_array(n + 1, dtype=np.int64)
+        read = numba_cuda.device_array(max(len(want_read), 1), dtype=np.int64)
+        key = numba_cuda.device_array(max(len(want_read), 1), dtype=np.int64)
+        resident._pairs_kernel[1, threads](*(numba_cuda.to_device(a) for a in (per_read.astype(np.int64), counts, ekeys)),
+                                           emax, numba_cuda.to_device(kept), numba_cuda.to_device(ckeys), stride,
+                                           start, read, key)
+        assert np.array_equal(start.copy_to_host(), np.concatenate(([0], np.cumsum(per_read)))), n
+        assert read.copy_to_host()[:len(want_read)].tolist() == want_read
+        assert key.copy_to_host()[:len(want_key)].tolist() == want_key

@@ -228,3 +228,18 @@ def test_comments_are_kept_when_asked(tmp_path, crlf, gz):
     for field in Reads.__dataclass_fields__:
         if field not in ("comments", "comment_off"):
             assert np.array_equal(getattr(plain, field), getattr(reads, field)), field
+
+
+def test_cut_records_finds_the_end_of_record_n_as_a_line_count_does(rng):
+    """fastq.cut_records (a vectorized newline count, memrchr back from the end, or a count by
+    4 KiB blocks when max_records cuts earlier) against splitting the text into lines."""
+    for _ in range(40):
+        nlines = int(rng.integers(0, 3000))
+        lines = [b"x" * int(rng.integers(0, 60)) for _ in range(nlines)]
+        data = b"\n".join(lines) + (b"\n" if nlines and rng.random() < 0.7 else b"")
+        start = int(rng.integers(0, 3)) * (len(lines[0]) + 1) if nlines > 2 else 0
+        max_records = int(rng.choice([1, 7, 100, 10_000]))
+        complete = data[start:].count(b"\n") // 4
+        n = min(complete, max_records)
+        end = start + sum(len(line) + 1 for line in data[start:].split(b"\n")[:4 * n])
+        assert fastq_module.cut_records(data, np.frombuffer(data, dtype=np.uint8), start, max_records) == (end if n else start, n)

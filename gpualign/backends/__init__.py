@@ -18,6 +18,11 @@ and may provide, as optional abilities the mapper asks for with getattr:
     single_end_batch(reads, genome, index, p) -> (key, local, score, sub, mapq, ops, lens, trace, mapped)
                         mapper.map_batch's whole chain kept in the backend's memory (cuda: resident.py);
                         without it the mapper calls the stages above one by one
+    candidates_and_choice(reads, genome, index, p) -> (exact counts, (read, key, start, ext), incomplete,
+                        (eff, raw, loc, span, keep), (key, local, score, sub, mapq)): the same for
+                        paired batches, up to the single-end choice the pairing starts from
+    warm_up(genome, index, p)   loads what the first batch would (kernels, genome, index), on a thread
+                        of its own while the first batch is read
 
 `get_backend` is the one place that picks a module, and hands it out behind `Checked`, which checks
 what each stage is given. Launch configuration (threads per block) is in launch.py.

@@ -191,13 +191,19 @@ def _kept(buffers, slot, shape, dtype, allocate):
     """An array of shape and dtype carved from the uint8 buffer kept for `slot`, which is kept from
     batch to batch and grown by a quarter when too small: a batch allocates and frees nothing on the
     GPU or in page-locked memory, whose allocation and release are slow (and a release waits for the
-    whole device)."""
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    buf = buffers.get(slot)
+    whole device). The carved arrays are kept too (batches mostly have one size), so a batch does
+    not pay Python for them again."""
+    shape = tuple(int(x) for x in shape) if isinstance(shape, tuple) else (int(shape),)
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    buf, views = buffers.get(slot, (None, None))
     if buf is None or buf.nbytes < nbytes:
-        buf = allocate(max(nbytes, 1 << 16) * 5 // 4)
-        buffers[slot] = buf
-    return buf[:nbytes].view(dtype).reshape(shape)
+        buf, views = allocate(max(nbytes, 1 << 16) * 5 // 4), {}
+        buffers[slot] = (buf, views)
+    view = views.get((shape, dtype))
+    if view is None:
+        view = views[(shape, dtype)] = buf[:nbytes].view(dtype).reshape(shape)
+    return view
 
 
 def _pinned(slot: str, shape, dtype):
@@ -416,4 +422,4 @@ def rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p)
 
 
 # The single-end batch resident on the GPU from exact match to traceback; it builds on the launchers above.
-from .resident import single_end_batch  # noqa: E402
+from .resident import candidates_and_choice, single_end_batch, warm_up  # noqa: E402, F401
