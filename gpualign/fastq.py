@@ -47,12 +47,13 @@ for _c in b" \t\r\n\x0b\x0c":
 BAD_HEADER, BAD_PLUS, BAD_LENGTHS, TOO_LONG, BAD_BASE, BAD_QUAL = 1, 2, 3, 4, 5, 6
 
 
-def cut_records(data: bytes, buf: np.ndarray, start: int, max_records: int):
-    """(end, n): the first n <= max_records complete 4-line records of data from start end at end.
+def cut_records(buf: np.ndarray, start: int, max_records: int):
+    """(end, n): the first n <= max_records complete 4-line records of buf from start end at end.
 
     The cut is the one sequential step of reading, so it runs at memory speed and without the GIL:
-    newlines counted by a loop the compiler vectorizes, then memrchr steps back from the end (or,
-    when max_records cuts earlier, a count by blocks to the newline that ends record n).
+    newlines counted by a loop the compiler vectorizes, then a few steps back from the end to the
+    newline that ends the last whole record (or, when max_records cuts earlier, a count by blocks
+    to the newline that ends record n).
     """
     lines = newlines_in(buf, start, len(buf))
     n = min(lines // 4, max_records)
@@ -60,10 +61,27 @@ def cut_records(data: bytes, buf: np.ndarray, start: int, max_records: int):
         return start, 0
     if n < lines // 4:
         return nth_newline(buf, start, 4 * n) + 1, n
-    newline = len(data)
-    for _ in range(lines - 4 * n + 1):
-        newline = data.rfind(b"\n", start, newline)
-    return newline + 1, n
+    return nth_newline_back(buf, start, lines - 4 * n + 1) + 1, n
+
+
+@njit(cache=True, nogil=True)
+def nth_newline_back(buf, s, k):
+    """Index of the k-th newline counted back from the end of buf (there are at least k after s)."""
+    for i in range(len(buf) - 1, s - 1, -1):
+        if buf[i] == 10:
+            k -= 1
+            if k == 0:
+                return i
+    return -1
+
+
+def joined(head, block: bytes) -> np.ndarray:
+    """head (the previous block's partial record) and block as one byte array; numpy copies
+    without the GIL, which a bytes concatenation of 48 MB would hold."""
+    out = np.empty(len(head) + len(block), dtype=np.uint8)
+    out[:len(head)] = head
+    out[len(head):] = np.frombuffer(block, dtype=np.uint8)
+    return out
 
 
 @njit(cache=True, nogil=True)
@@ -258,27 +276,26 @@ def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = Fal
     sizes = ramp_sizes(batch_size) if ramp else itertools.repeat(batch_size)
     reads = ramp_sizes(READ_BLOCK) if ramp else itertools.repeat(READ_BLOCK)   # the first batch not behind 48 MB
     with Input(path, "reads", threads, decoder, PARALLEL_GZIP_MIN) as fh:
-        pending = b""
+        pending = np.zeros(0, dtype=np.uint8)
         lines_before = 0
         eof = False
         while not eof:
             with trace.span("decompress"):
                 block = fh.read(next(reads))   # less only at the end of the input, b"" only there
             eof = not block
-            data = pending + block
-            if eof and data and not data.endswith(b"\n"):
-                data += b"\n"      # a last line without its newline is still a line
-            buf = np.frombuffer(data, dtype=np.uint8)
+            if eof and len(pending) and pending[-1] != 10:
+                block = b"\n"      # a last line without its newline is still a line
+            buf = joined(pending, block)
             start = 0
             while True:   # every complete record now, in batches of at most batch_size
-                end, n = cut_records(data, buf, start, next(sizes))
+                end, n = cut_records(buf, start, next(sizes))
                 if n == 0:
                     break
                 yield buf[start:end], n, lines_before
                 lines_before += 4 * n
                 start = end
-            pending = data[start:]
-            if eof and pending:
+            pending = buf[start:]
+            if eof and len(pending):
                 raise InputError(f"reads {shown(path)} line {lines_before + 1}: truncated FASTQ record "
                                  "(file ends inside a record)")
         if lines_before == 0 and not allow_empty:

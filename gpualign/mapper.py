@@ -35,7 +35,7 @@ from .output import scratch_dir
 from .reads import Reads
 from .sam import make_header
 from .seed import candidate_pairs, reseed_incomplete, search_incomplete
-from .threads import ordered_map
+from .threads import in_background, ordered_map
 
 
 @dataclass
@@ -281,7 +281,8 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
             return map_reads(genome, index, reads, bam_path, p, backend_name, threads, read_group, command_line,
                              log, "bam", compression_level, sort, None, paired)
     sam = fmt == "sam"
-    batches = as_batches(reads, p.batch_size, paired, p.tuning.insert_block)
+    # batches are assembled ahead on a thread of their own (mates paired, re-cut, interleaved: copies)
+    batches = in_background(as_batches(reads, p.batch_size, paired, p.tuning.insert_block), depth=2)
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="first batch") as early:
         reading = early.submit(next, iter(batches), None)   # reading starts while the backend does
         with trace.span("start backend"):

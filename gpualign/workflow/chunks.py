@@ -54,8 +54,8 @@ def split_fastq(path: str, outputs: list[str], threads: int = 1) -> list[int]:
                     c += 1
                 take = min(left, bounds[c + 1] - done)
                 # the batch holds exactly n whole records: the last piece ends where it ends; an
-                # earlier one by newline count (cut_records' bytes argument is then unused)
-                end = len(data) if take == left else cut_records(b"", data, start, take)[0]
+                # earlier one by newline count
+                end = len(data) if take == left else cut_records(data, start, take)[0]
                 writers[c].write(data[start:end])
                 start, left, done = end, left - take, done + take
         for w in writers:
