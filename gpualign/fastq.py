@@ -360,8 +360,11 @@ def read_pair_batches(path1: str, path2: str, k: int, batch_size: int, threads: 
     the i-th records of the two files must share a name (after /1 and /2), and both files must hold
     the same number of records; otherwise one line names the files, the record and the problem."""
     half = max(1, threads // 2)
-    first = exact_batches(read_batches(path1, k, batch_size, half, comments=comments), batch_size)
-    second = exact_batches(read_batches(path2, k, batch_size, half, comments=comments), batch_size)
+    # both files decoded, parsed and re-cut side by side from the start, each on threads of its own
+    first = in_background(exact_batches(read_batches(path1, k, batch_size, half, comments=comments), batch_size),
+                          2, start_now=True)
+    second = in_background(exact_batches(read_batches(path2, k, batch_size, half, comments=comments), batch_size),
+                           2, start_now=True)
     name1, name2 = shown(path1), shown(path2)
     done = 0
     for a in first:

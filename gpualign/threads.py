@@ -4,6 +4,7 @@ order with bounded look-ahead, and a generator run ahead on a thread of its own.
 import collections
 import queue
 import threading
+import weakref
 
 
 def ordered_map(pool, fn, items, ahead: int):
@@ -34,9 +35,11 @@ def ordered_map(pool, fn, items, ahead: int):
             job.cancel()
 
 
-def in_background(generator, depth: int):
+def in_background(generator, depth: int, start_now: bool = False):
     """The generator's items, produced on a thread of their own up to `depth` ahead; an
-    exception it raises is raised here, in its place in the sequence."""
+    exception it raises is raised here, in its place in the sequence. The thread starts at the
+    first item taken, or at once with start_now (two inputs read side by side from the start); it
+    is stopped when the items are closed or dropped, taken or not."""
     items = queue.Queue(maxsize=depth)
     stop = threading.Event()
     done = object()
@@ -62,15 +65,24 @@ def in_background(generator, depth: int):
             generator.close()   # closes the input now, not at interpreter exit (rapidgzip aborts then)
 
     thread = threading.Thread(target=produce, daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = items.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        thread.join()
+
+    def taken():
+        if not thread.is_alive() and not start_now:
+            thread.start()
+        try:
+            while True:
+                item = items.get()
+                if item is done:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            thread.join()
+
+    out = taken()
+    if start_now:
+        thread.start()
+        weakref.finalize(out, stop.set)   # a generator never started runs no finally
+    return out
