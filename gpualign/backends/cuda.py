@@ -2,7 +2,9 @@
 read (exact match, seeding) or per read-candidate pair (extension, traceback).
 
 Three layers, after numba-cuda's examples: kernels; private launchers (upload, grid from
-launch.py, launch, copy back); public *_stage functions with the same signatures as cpu.py.
+launch.py, launch, copy back); public *_stage functions with the same signatures as cpu.py. The
+mapper's usual path is resident.py's chain, built on the same launchers, which keeps a batch on the
+GPU between stages; the *_stage functions serve the paired path's rescue and traceback, and tests.
 
 Every host thread that calls a stage gets its own CUDA stream and its own buffers, on the device
 and page-locked on the host, one per named slot, kept from batch to batch (sized by the largest

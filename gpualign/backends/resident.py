@@ -1,6 +1,7 @@
-"""The single-end batch kept on the GPU from exact match to traceback (the CUDA backend's
-single_end_batch): the batch's codes go up once, every stage reads the one before it in device
-memory, and only each read's placement and CIGAR come back.
+"""A batch kept on the GPU from exact match to traceback (the CUDA backend's single_end_batch): the
+batch's codes go up once, every stage reads the one before it in device memory, and only each read's
+placement and CIGAR come back. Paired batches take the same chain up to each read's own choice
+(candidates_and_choice) and come back for the pairing, which runs on the host (pairing.py).
 
 The stages are mapper.map_batch's, on the same per-read functions (seed.py, choose.py, extend.py as
 device functions): exact match; seeding of the reads without two exact hits; re-seeding, at wider
