@@ -105,12 +105,14 @@ def _candidate_kernel(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_o
                                  cand_keys, cand_votes, x * mcand, mcand, dropped, x)
 
 
-@cuda.jit(device=True)
-def extend_row(x, r, key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch,
-               gap_open, gap_ext, clip_penalty, tb, out):
-    """extend_pair of read r at candidate key into row x of out, with its band in local memory
-    (the extension kernels here and in resident.py)."""
-    d_extend_pair(x, key, codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed, g_nmask,
+@cuda.jit(cache=True)
+def _extend_kernel(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize, t,
+                   match, mismatch, gap_open, gap_ext, clip_penalty, tb, out):
+    x = cuda.grid(1)
+    if x >= pair_read.shape[0]:
+        return
+    r = pair_read[x]
+    d_extend_pair(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed, g_nmask,
                   c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
                   cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
                   cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
@@ -118,35 +120,19 @@ def extend_row(x, r, key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c
                   cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), out)
 
 
-@cuda.jit(device=True)
-def trace_row(x, r, key, local, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize, t, match,
-              mismatch, gap_open, gap_ext, maxlen, tb, ops, lens, ostride, out):
-    """trace_pair of read r's chosen placement into row x of out, CIGAR op j at ops/lens[x + j * ostride],
-    its traceback bytes at tb[x * maxlen * (2t + 1):] (the traceback kernels here and in resident.py)."""
-    d_trace_pair(x, key, local, codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r],
-                 g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext,
-                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                 cuda.local.array(MAX_W, dtype=np.uint8), tb, x * maxlen * (2 * t + 1), cuda.local.array(4, dtype=np.int64),
-                 cuda.local.array(4, dtype=np.int64), ops, lens, x, ostride, out)
-
-
-@cuda.jit(cache=True)
-def _extend_kernel(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize, t,
-                   match, mismatch, gap_open, gap_ext, clip_penalty, tb, out):
-    x = cuda.grid(1)
-    if x < pair_read.shape[0]:
-        extend_row(x, pair_read[x], pair_key[x], codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
-                   t, match, mismatch, gap_open, gap_ext, clip_penalty, tb, out)
-
-
 @cuda.jit(cache=True)
 def _trace_kernel(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
                   t, match, mismatch, gap_open, gap_ext, maxlen, tb, ops, lens, out):
     x = cuda.grid(1)
-    if x < sel_read.shape[0]:
-        trace_row(x, sel_read[x], sel_key[x], sel_local[x], codes, rc_codes, read_off, g_packed, g_nmask, c_off,
-                  c_end, gsize, t, match, mismatch, gap_open, gap_ext, maxlen, tb, ops, lens, sel_read.shape[0], out)
+    if x >= sel_read.shape[0]:
+        return
+    r = sel_read[x]
+    d_trace_pair(x, sel_key[x], sel_local[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r],
+                 g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext,
+                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                 cuda.local.array(MAX_W, dtype=np.uint8), tb, x * maxlen * (2 * t + 1), cuda.local.array(4, dtype=np.int64),
+                 cuda.local.array(4, dtype=np.int64), ops, lens, x, sel_read.shape[0], out)
 
 
 @cuda.jit(cache=True)

@@ -24,9 +24,11 @@ from numba import cuda
 from .. import extend
 from ..extend import TR_COLUMNS, TR_NOPS
 from ..reads import encode_reads, word_offsets
+from ..options import MAX_INDELS
 from . import cuda as cu
 from . import launch
 
+MAX_W = 2 * MAX_INDELS + 2
 SEED_THREADS = 1 << 17   # threads of a seeding launch, each with its own hit scratch (2 * max_hits words)
 
 d_derive_read = cu._dev["derive_read"]
@@ -34,10 +36,11 @@ d_exact_hits = cu._dev["exact_hits"]
 d_find_candidates = cu._dev["find_candidates"]
 d_kept_candidates = cu._dev["kept_candidates"]
 d_left_out = cu._dev["left_out_well_supported"]
+d_extend_pair = cu._dev["extend_pair"]
+d_trace_pair = cu._dev["trace_pair"]
 d_locus_scores = cu._dev["locus_scores"]
 d_choose_one = cu._dev["choose_one"]
 d_place_exact_copy = cu._dev["place_exact_copy"]
-extend_row, trace_row = cu.extend_row, cu.trace_row
 
 
 @cuda.jit(cache=True)
@@ -138,9 +141,15 @@ def _extend_pairs_kernel(pair_start, pair_read, pair_key, codes, rc_codes, read_
                          gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty, tb, out):
     """extend_pair for each pair, as many threads as pairs could be; those past the count return."""
     x = cuda.grid(1)
-    if x < pair_start[pair_start.shape[0] - 1]:
-        extend_row(x, pair_read[x], pair_key[x], codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
-                   t, match, mismatch, gap_open, gap_ext, clip_penalty, tb, out)
+    if x >= pair_start[pair_start.shape[0] - 1]:
+        return
+    r = pair_read[x]
+    d_extend_pair(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed, g_nmask,
+                  c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
+                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                  cuda.local.array(MAX_W, dtype=np.uint8), tb,
+                  cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), out)
 
 
 @cuda.jit(cache=True)
@@ -169,9 +178,14 @@ def _choose_kernel(pair_start, pair_key, ext, codes, rc_codes, read_off, g_packe
         return
     d_place_exact_copy(r, counts[r], ekeys, r * emax, name_hash, n, emax, match, key, local, score, sub, mapq)
     out[r, TR_NOPS] = 0
-    if key[r] >= 0:
-        trace_row(r, r, key[r], local[r], codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize, t, match,
-                  mismatch, gap_open, gap_ext, maxlen, tb, ops, lens, m, out)
+    if key[r] < 0:
+        return
+    d_trace_pair(r, key[r], local[r], codes, rc_codes, read_off[r], n,
+                 g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext,
+                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                 cuda.local.array(MAX_W, dtype=np.uint8), tb, r * maxlen * (2 * t + 1),
+                 cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), ops, lens, r, m, out)
 
 
 def _grid_threads(n):
