@@ -84,6 +84,103 @@ def ungapped_most(match, mismatch, gap_open, gap_ext):
 
 
 @njit(cache=True)
+def ungapped_most_one_gap(match, mismatch, gap_open, gap_ext):
+    """The most mismatches an ungapped alignment may have and still outscore every alignment with two gaps or
+    more (each of those scores at most n*match - 2 * (gap_open + gap_ext)); against single-gap alignments
+    one_gap_below decides."""
+    return (2 * (gap_open + gap_ext) - 1) // (match + mismatch)
+
+
+MAX_ONE_GAP_MISMATCHES = 2   # one_gap_below leaves it to the DP when a single-gap alignment could afford more
+
+
+@njit(cache=True)
+def is_mismatch(q, qoff, i, wstart, wlen, d, g_packed, g_nmask):
+    """Whether read base i (0-based) laid on diagonal d scores as a mismatch: its window column d + i holds
+    another base, or either is N. Outside the window too, which only overestimates (no path goes there)."""
+    j = d + i
+    if j < 0 or j >= wlen:
+        return True
+    qb = q[qoff + i]
+    return not (qb < 4 and qb == base_at(g_packed, g_nmask, wstart + j))
+
+
+@njit(cache=True)
+def rows_from_start(q, qoff, n, wstart, wlen, d, most, g_packed, g_nmask):
+    """How many rows from the read's start diagonal d holds with at most `most` mismatches."""
+    seen = 0
+    for i in range(n):
+        if is_mismatch(q, qoff, i, wstart, wlen, d, g_packed, g_nmask):
+            seen += 1
+            if seen > most:
+                return i
+    return n
+
+
+@njit(cache=True)
+def first_row_to_end(q, qoff, n, wstart, wlen, d, most, g_packed, g_nmask):
+    """The first row from which diagonal d holds the rest of the read with at most `most` mismatches."""
+    seen = 0
+    for i in range(n - 1, -1, -1):
+        if is_mismatch(q, qoff, i, wstart, wlen, d, g_packed, g_nmask):
+            seen += 1
+            if seen > most:
+                return i + 1
+    return 0
+
+
+@njit(cache=True)
+def one_gap_below(q, qoff, n, wstart, wlen, c0, t, score, match, mismatch, gap_open, gap_ext, g_packed, g_nmask):
+    """Whether every semi-global alignment in the band with exactly one gap surely scores below `score`
+    (False also where it cannot tell cheaply: the DP then decides).
+
+    Such an alignment lays rows 0..r-1 on one diagonal and rows r+L..n-1 on another, after a deletion
+    (L = 0) or L inserted read bases. Falling short of n * match by at most D = n * match - score leaves it
+    at most k = (D - gap_open - gap_ext) // (match + mismatch) mismatches and L <= (D - gap_open) //
+    (gap_ext + match). For each split of k into j before the gap and k - j after, it needs a diagonal
+    holding the first r rows with <= j mismatches and one holding rows r+L.. with <= k - j. Mismatches
+    are found by walking each diagonal from either end, and a wrong diagonal ends the walk within a few
+    bases, so this costs about what ungapped_best does.
+    """
+    deficit = n * match - score
+    if deficit < gap_open + gap_ext:
+        return True
+    k = (deficit - gap_open - gap_ext) // (match + mismatch)
+    if k > MAX_ONE_GAP_MISMATCHES:
+        return False
+    inserted = (deficit - gap_open) // (gap_ext + match)
+    for j in range(k + 1):
+        head = 0
+        tail = n
+        for d in range(c0 - t, c0 + t + 1):
+            r = rows_from_start(q, qoff, n, wstart, wlen, d, j, g_packed, g_nmask)
+            if r > head:
+                head = r
+            r = first_row_to_end(q, qoff, n, wstart, wlen, d, k - j, g_packed, g_nmask)
+            if r < tail:
+                tail = r
+        if head + inserted >= tail:
+            return False
+    return True
+
+
+@njit(cache=True)
+def ungapped_decides(q, qoff, n, wstart, wlen, c0, t, match, mismatch, gap_open, gap_ext, g_packed, g_nmask, res):
+    """Whether banded_dp's semi-global optimum is, for sure, the ungapped diagonal ungapped_best finds (res[0]
+    its column, res[1] its mismatches): with at most ungapped_most mismatches nothing gapped can reach it;
+    with up to ungapped_most_one_gap, nothing with two gaps can, and one_gap_below rules out one gap."""
+    if not ungapped_best(q, qoff, n, wstart, wlen, c0, t, ungapped_most_one_gap(match, mismatch, gap_open, gap_ext),
+                         g_packed, g_nmask, res):
+        return False
+    if res[1] <= ungapped_most(match, mismatch, gap_open, gap_ext):
+        return True
+    if n * match - res[1] * (match + mismatch) <= n * match - 2 * (gap_open + gap_ext):
+        return False
+    return one_gap_below(q, qoff, n, wstart, wlen, c0, t, n * match - res[1] * (match + mismatch), match, mismatch,
+                         gap_open, gap_ext, g_packed, g_nmask)
+
+
+@njit(cache=True)
 def ungapped_best(q, qoff, n, wstart, wlen, c0, t, most, g_packed, g_nmask, res):
     """The semi-global banded alignment without dynamic programming, where it is ungapped for sure.
 
@@ -266,6 +363,63 @@ def local_can_win(global_score, n, match, clip_penalty):
 
 
 @njit(cache=True)
+def best_clipped_segment(q, qoff, n, wstart, wlen, d, match, mismatch, clip_penalty, g_packed, g_nmask):
+    """The best score less clip_penalty per clipped end of a stretch of rows [s, e) laid without gaps on
+    diagonal d, the whole read left out (is_mismatch's scores: outside the window counts as a mismatch)."""
+    best = NEG
+    prefix = 0            # score of rows [0, i)
+    low = 1 << 30         # min over 1 <= s < i of the score of rows [0, s), plus one clip for that start
+    for i in range(1, n + 1):
+        prefix += -mismatch if is_mismatch(q, qoff, i - 1, wstart, wlen, d, g_packed, g_nmask) else match
+        start = 0 if low > 0 else low     # s = 0 costs nothing (score of rows [0, 0) is 0)
+        if i < n:
+            score = prefix - clip_penalty - start
+        else:
+            score = prefix - low          # ending at n: the start must be clipped
+        if score > best:
+            best = score
+        if prefix + clip_penalty < low:
+            low = prefix + clip_penalty
+    return best
+
+
+@njit(cache=True)
+def local_may_win(q, qoff, n, wstart, wlen, c0, t, global_score, match, mismatch, gap_open, gap_ext, clip_penalty,
+                  g_packed, g_nmask):
+    """Whether some local alignment, less clip_penalty per clipped end, could beat the end-to-end score g
+    (choose.locus_scores' rule), so that the local DP must run; False only where none can.
+
+    A clipped local alignment aligns at most n - 1 rows, so one with a gap scores at most
+    (n - 1) * match - gap_open - gap_ext less a clip: where that is <= g, only ungapped stretches of one
+    diagonal are left. To win, one must score above g + clip_penalty, so it spans at least `need` rows
+    with at most `most` mismatches, and every such stretch covers the middle rows [n - need, need): a
+    diagonal with more mismatches there (a wrong one: a few bases walked) cannot hold one; the rest are
+    scored exactly (best_clipped_segment)."""
+    g = global_score
+    if not local_can_win(g, n, match, clip_penalty):
+        return False
+    if g < 0 or (n - 1) * match - gap_open - gap_ext - clip_penalty > g:
+        return True
+    need = (g + clip_penalty + match) // match              # rows: need * match >= g + clip_penalty + 1
+    most = ((n - 1) * match - g - clip_penalty - 1) // (match + mismatch)
+    if need > n - 1 or most < 0:
+        return False
+    if 2 * need - n < 1:
+        return True
+    for d in range(c0 - t, c0 + t + 1):
+        seen = 0
+        for i in range(n - need, need):
+            if is_mismatch(q, qoff, i, wstart, wlen, d, g_packed, g_nmask):
+                seen += 1
+                if seen > most:
+                    break
+        if seen <= most and best_clipped_segment(q, qoff, n, wstart, wlen, d, match, mismatch, clip_penalty,
+                                                 g_packed, g_nmask) > g:
+            return True
+    return False
+
+
+@njit(cache=True)
 def skip_local(out, x, n):
     """Mark a pair's local alignment as not computed (it cannot be chosen)."""
     out[x, EXT_LOCAL_SCORE] = NEG
@@ -348,8 +502,8 @@ def extend_pair(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_en
     out[x, EXT_WINDOW] = win[0]
     out[x, EXT_C0] = win[2]
     q = rc_codes if win[3] == 1 else codes
-    if ungapped_best(q, qoff, n, win[0], win[1], win[2], t, ungapped_most(match, mismatch, gap_open, gap_ext),
-                     g_packed, g_nmask, res):
+    if ungapped_decides(q, qoff, n, win[0], win[1], win[2], t, match, mismatch, gap_open, gap_ext, g_packed, g_nmask,
+                        res):
         score = n * match - res[1] * (match + mismatch)
         end_col = res[0] + n
     else:
@@ -359,7 +513,8 @@ def extend_pair(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_en
         end_col = res[2]
     out[x, EXT_SCORE] = score
     out[x, EXT_END_COL] = end_col
-    if not local_can_win(score, n, match, clip_penalty):
+    if not local_may_win(q, qoff, n, win[0], win[1], win[2], t, score, match, mismatch, gap_open, gap_ext, clip_penalty,
+                         g_packed, g_nmask):
         skip_local(out, x, n)
         return
     banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
@@ -378,8 +533,8 @@ def trace_pair(x, key, local, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off
     tb needs n * (2t+1) bytes from tboff."""
     window_of(key, n, t, c_off, c_end, gsize, win)
     q = rc_codes if win[3] == 1 else codes
-    if local == 0 and ungapped_best(q, qoff, n, win[0], win[1], win[2], t,
-                                    ungapped_most(match, mismatch, gap_open, gap_ext), g_packed, g_nmask, res):
+    if local == 0 and ungapped_decides(q, qoff, n, win[0], win[1], win[2], t, match, mismatch, gap_open, gap_ext,
+                                       g_packed, g_nmask, res):
         out[x, TR_SCORE] = n * match - res[1] * (match + mismatch)
         out[x, TR_END_ROW] = n
         out[x, TR_END_COL] = res[0] + n

@@ -244,6 +244,140 @@ def test_ungapped_best_decides_only_what_the_dp_would(rng, scoring):
     assert decided > 500
 
 
+@pytest.mark.parametrize("scoring", [SCORING, dict(match=1, mismatch=4, gap_open=4, gap_ext=1),
+                                     dict(match=2, mismatch=3, gap_open=9, gap_ext=2),
+                                     dict(match=2, mismatch=8, gap_open=12, gap_ext=2)])
+def test_ungapped_decides_only_what_the_dp_would(rng, scoring):
+    """ungapped_decides, which also takes diagonals with more mismatches than ungapped_most once one_gap_below
+    has ruled out every single-gap alignment, gives banded_dp's score and end column wherever it decides: reads
+    of two- and four-letter sequence with up to four changes, an indel in half of them, near contig ends."""
+    decided = beyond = 0
+    most = extend.ungapped_most(**scoring)
+    for _ in range(4000):
+        m, t = 40, int(rng.integers(0, 6))
+        ref = "".join(rng.choice(list("AC" if rng.random() < 0.4 else "ACGTN"), size=m))
+        n = int(rng.integers(3, 25))
+        s = int(rng.integers(0, m - n))
+        q = list(ref[s:s + n])
+        if rng.random() < 0.5:
+            x = int(rng.integers(1, n - 1))
+            if rng.random() < 0.5:
+                del q[x]
+                q.append("ACGT"[rng.integers(4)])
+            else:
+                q.insert(x, "ACGT"[rng.integers(4)])
+                q.pop()
+        for x in rng.integers(0, n, size=int(rng.integers(0, 5))):
+            q[x] = "ACGN"[rng.integers(4)]
+        q = [int(CODE[ord(ch)]) for ch in q]
+        c0 = s + int(rng.integers(-3, 4))
+        res, _ = run_dp(q, ref, c0, t, 0, scoring=scoring)
+        genome = genome_from_text([ref])
+        got = np.zeros(4, dtype=np.int64)
+        if extend.ungapped_decides(np.array(q, dtype=np.uint8), 0, n, 0, m, c0, t, scoring["match"],
+                                   scoring["mismatch"], scoring["gap_open"], scoring["gap_ext"], genome.packed,
+                                   genome.nmask, got):
+            score = n * scoring["match"] - int(got[1]) * (scoring["match"] + scoring["mismatch"])
+            assert (score, int(got[0]) + n) == (res[0], res[2]), (q, ref, c0, t)
+            decided += 1
+            beyond += int(got[1]) > most
+    assert decided > 500 and beyond > 100
+
+
+@pytest.mark.parametrize("scoring", [dict(SCORING, clip=5), dict(match=2, mismatch=8, gap_open=12, gap_ext=2, clip=5),
+                                     dict(match=1, mismatch=4, gap_open=6, gap_ext=1, clip=1),
+                                     dict(match=1, mismatch=2, gap_open=2, gap_ext=1, clip=0),
+                                     dict(match=1, mismatch=1, gap_open=10, gap_ext=1, clip=2)])
+def test_local_may_win_only_says_no_where_the_local_dp_loses(rng, scoring):
+    """Wherever local_may_win says no local alignment can beat the end-to-end score, the local DP's best, less
+    the clip penalty per clipped end, is no higher (choose.locus_scores keeps the end-to-end one); reads with
+    changes near their ends, where clipping pays, and indels."""
+    s = {k: scoring[k] for k in ("match", "mismatch", "gap_open", "gap_ext")}
+    spared = 0
+    for _ in range(3000):
+        m, t = 90, int(rng.integers(0, 5))
+        ref = "".join(rng.choice(list("AC" if rng.random() < 0.3 else "ACGTN"), size=m))
+        n = int(rng.integers(4, 70))
+        st = int(rng.integers(0, m - n))
+        q = list(ref[st:st + n])
+        for x in rng.integers(0, n, size=int(rng.integers(0, 4))):
+            q[x] = "ACGTN"[rng.integers(5)]
+        for _ in range(int(rng.integers(0, 3))):    # damage near an end
+            x = int(rng.integers(0, 4)) if rng.random() < 0.5 else n - 1 - int(rng.integers(0, 4))
+            q[x] = "ACGT"[rng.integers(4)]
+        if rng.random() < 0.3:
+            del q[int(rng.integers(1, n - 1))]
+            q.append("G")
+        q = [int(CODE[ord(ch)]) for ch in q]
+        c0 = st + int(rng.integers(-3, 4))
+        glob, _ = run_dp(q, ref, c0, t, 0, scoring=s)
+        if glob[0] <= extend.NEG // 2:
+            continue
+        genome = genome_from_text([ref])
+        if extend.local_may_win(np.array(q, dtype=np.uint8), 0, n, 0, m, c0, t, int(glob[0]), s["match"],
+                                s["mismatch"], s["gap_open"], s["gap_ext"], scoring["clip"], genome.packed,
+                                genome.nmask):
+            continue
+        loc, _ = run_dp(q, ref, c0, t, 1, scoring=s)
+        clips = int(loc[3] > 0) + int(loc[1] < n)
+        assert loc[0] - scoring["clip"] * clips <= glob[0], (q, ref, c0, t)
+        spared += bool(extend.local_can_win(int(glob[0]), n, s["match"], scoring["clip"]))
+    assert spared > 30    # it says no where the score alone could not
+
+
+def best_one_gap(q, ref, c0, t, match, mismatch, gap_open, gap_ext):
+    """The best semi-global alignment in the band with exactly one gap, by trying every one (slow, plain)."""
+    n, m = len(q), len(ref)
+
+    def laid(d, rows):   # score of read rows (0-based) on diagonal d; None where a row leaves the window
+        total = 0
+        for i in rows:
+            if not 0 <= d + i < m:
+                return None
+            total += match if (q[i] < 4 and "ACGTN".index(ref[d + i]) == q[i]) else -mismatch
+        return total
+
+    best = None
+    band = range(c0 - t, c0 + t + 1)
+    for d1 in band:
+        for r in range(n + 1):
+            head = laid(d1, range(r))
+            if head is None:
+                continue
+            for d2 in band:
+                if d2 > d1 and 1 <= r <= n - 1:     # a deletion of d2 - d1 bases after row r
+                    tail = laid(d2, range(r, n))
+                    if tail is not None:
+                        cand = head + tail - gap_open - gap_ext * (d2 - d1)
+                        best = cand if best is None else max(best, cand)
+                if d2 < d1 and r + d1 - d2 <= n:   # d1 - d2 read bases inserted after row r
+                    tail = laid(d2, range(r + d1 - d2, n))
+                    if tail is not None and (r > 0 or 0 <= d1 <= m):
+                        cand = head + tail - gap_open - gap_ext * (d1 - d2)
+                        best = cand if best is None else max(best, cand)
+    return best
+
+
+def test_one_gap_below_never_rules_out_a_single_gap_alignment_that_reaches_the_score(rng):
+    """Against every single-gap alignment tried one by one: when one_gap_below says all score below s, the best
+    of them does; and on related reads the bound is tight enough to say so often."""
+    said = 0
+    for _ in range(1500):
+        q, ref, c0, t = random_case(rng)
+        n, m = len(q), len(ref)
+        if n < 2:
+            continue
+        want = best_one_gap(q, ref, c0, t, **SCORING)
+        genome = genome_from_text([ref])
+        for score in range(n - 25, n + 2):
+            if extend.one_gap_below(np.array(q, dtype=np.uint8), 0, n, 0, m, c0, t, score, SCORING["match"],
+                                    SCORING["mismatch"], SCORING["gap_open"], SCORING["gap_ext"], genome.packed,
+                                    genome.nmask):
+                assert want is None or want < score, (q, ref, c0, t, score, want)
+                said += score <= n - 8
+    assert said > 300
+
+
 @pytest.mark.parametrize("scoring", [dict(match=1, mismatch=4, gap_open=6, gap_extend=1),
                                      dict(match=2, mismatch=2, gap_open=12, gap_extend=2),
                                      dict(match=1, mismatch=4, gap_open=4, gap_extend=1)])   # 1 mismatch ties a gap
