@@ -70,6 +70,26 @@ def test_key_is_this_copys():
     assert re.fullmatch(r"[0-9a-f]{16}", jitcache.kernel_key())
 
 
+def test_remembered_key_is_the_worked_out_one_and_follows_edits(package, monkeypatch, tmp_path):
+    """The key a start reads back from kernel-keys.json is the one source_hash works out; an edited module
+    (a new stamp) makes it work the key out again, and a damaged file is rewritten, not trusted."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    remembered = tmp_path / "cache" / "kernel-keys.json"
+    want = jitcache.kernel_key(str(package))
+    assert jitcache.remembered_key(str(package)) == want and remembered.exists()
+    worked_out = []
+    monkeypatch.setattr(jitcache, "source_hash", lambda *a, **k: worked_out.append(1) or want)
+    assert jitcache.remembered_key(str(package)) == want and not worked_out     # read back
+    monkeypatch.undo()
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    edit(package / "extend.py")
+    edited = jitcache.kernel_key(str(package))
+    assert edited != want and jitcache.remembered_key(str(package)) == edited
+    remembered.write_text("{not json")
+    assert jitcache.remembered_key(str(package)) == edited
+    assert json.loads(remembered.read_text())[str(package)]["key"] == edited
+
+
 def test_every_kernel_module_versions_the_cache_before_its_first_decorator():
     decorator = re.compile(r"^@(numba\.)?(cuda\.)?(njit|jit)\b", re.M)
     modules = jitcache.kernel_modules()
