@@ -213,75 +213,61 @@ def near_exact_world(rng):
     return genome, encode_reads(names, reads, quals, 8), np.array(keys, dtype=np.int64)
 
 
-@pytest.mark.parametrize("scoring", [SCORING, dict(match=1, mismatch=4, gap_open=4, gap_ext=1),
-                                     dict(match=2, mismatch=3, gap_open=9, gap_ext=2)])
-def test_ungapped_best_decides_only_what_the_dp_would(rng, scoring):
-    """Where ungapped_best decides, its diagonal and score are banded_dp's, on short reads over two-letter
-    sequence, where a one-mismatch diagonal often ties a gapped alignment or another diagonal."""
-    decided = 0
-    most = extend.ungapped_most(**scoring)
-    for _ in range(3000):
-        m, t = 30, int(rng.integers(0, 5))
-        ref = "".join(rng.choice(list("AC" if rng.random() < 0.7 else "ACGTN"), size=m))
-        n = int(rng.integers(3, 16))
-        s = int(rng.integers(0, m - n))
-        q = list(ref[s:s + n])
-        if rng.random() < 0.5:
-            del q[int(rng.integers(1, n - 1))]
-            q.append("A")
-        for x in rng.integers(0, n, size=int(rng.integers(0, 3))):
-            q[x] = "ACN"[rng.integers(3)]
-        q = [int(CODE[ord(ch)]) for ch in q]
-        c0 = s + int(rng.integers(-2, 3))
-        res, _ = run_dp(q, ref, c0, t, 0, scoring=scoring)
-        genome = genome_from_text([ref])
-        got = np.zeros(4, dtype=np.int64)
-        if extend.ungapped_best(np.array(q, dtype=np.uint8), 0, n, 0, m, c0, t, most, genome.packed, genome.nmask,
-                                got):
-            score = n * scoring["match"] - int(got[1]) * (scoring["match"] + scoring["mismatch"])
-            assert (score, int(got[0]) + n) == (res[0], res[2]), (q, ref, c0, t)
-            decided += 1
-    assert decided > 500
+def near_read(rng, m, t_max, n_hi, two_letter, changes, insertions):
+    """A read of n < n_hi bases from a reference of m (two-letter sequence at the rate two_letter, where one
+    diagonal often ties another or a gapped alignment), with a deletion in half of them (an insertion instead,
+    half the time, if insertions), up to `changes` - 1 substitutions or N, and a candidate diagonal c0 within
+    three of the true one: (codes, ref, c0, t)."""
+    t = int(rng.integers(0, t_max))
+    ref = "".join(rng.choice(list("AC" if rng.random() < two_letter else "ACGTN"), size=m))
+    n = int(rng.integers(3, n_hi))
+    s = int(rng.integers(0, m - n))
+    q = list(ref[s:s + n])
+    if rng.random() < 0.5:
+        x = int(rng.integers(1, n - 1))
+        if insertions and rng.random() < 0.5:
+            q.insert(x, "ACGT"[rng.integers(4)])
+            q.pop()
+        else:
+            del q[x]
+            q.append("ACGT"[rng.integers(4)] if insertions else "A")
+    for x in rng.integers(0, n, size=int(rng.integers(0, changes))):
+        q[x] = ("ACGN" if insertions else "ACN")[rng.integers(4 if insertions else 3)]
+    return [int(CODE[ord(ch)]) for ch in q], ref, s + int(rng.integers(-3, 4)), t
 
 
 @pytest.mark.parametrize("scoring", [SCORING, dict(match=1, mismatch=4, gap_open=4, gap_ext=1),
                                      dict(match=2, mismatch=3, gap_open=9, gap_ext=2),
                                      dict(match=2, mismatch=8, gap_open=12, gap_ext=2)])
-def test_ungapped_decides_only_what_the_dp_would(rng, scoring):
-    """ungapped_decides, which also takes diagonals with more mismatches than ungapped_most once one_gap_below
-    has ruled out every single-gap alignment, gives banded_dp's score and end column wherever it decides: reads
-    of two- and four-letter sequence with up to four changes, an indel in half of them, near contig ends."""
+@pytest.mark.parametrize("shortcut", ["ungapped_best", "ungapped_decides"])
+def test_ungapped_shortcuts_decide_only_what_the_dp_would(rng, scoring, shortcut):
+    """Where ungapped_best (up to ungapped_most mismatches) or ungapped_decides (more, once one_gap_below has
+    ruled out every single-gap alignment) decides, its diagonal and score are banded_dp's score and end column:
+    short reads with substitutions, N and indels, near contig ends."""
     decided = beyond = 0
     most = extend.ungapped_most(**scoring)
     for _ in range(4000):
-        m, t = 40, int(rng.integers(0, 6))
-        ref = "".join(rng.choice(list("AC" if rng.random() < 0.4 else "ACGTN"), size=m))
-        n = int(rng.integers(3, 25))
-        s = int(rng.integers(0, m - n))
-        q = list(ref[s:s + n])
-        if rng.random() < 0.5:
-            x = int(rng.integers(1, n - 1))
-            if rng.random() < 0.5:
-                del q[x]
-                q.append("ACGT"[rng.integers(4)])
-            else:
-                q.insert(x, "ACGT"[rng.integers(4)])
-                q.pop()
-        for x in rng.integers(0, n, size=int(rng.integers(0, 5))):
-            q[x] = "ACGN"[rng.integers(4)]
-        q = [int(CODE[ord(ch)]) for ch in q]
-        c0 = s + int(rng.integers(-3, 4))
+        if shortcut == "ungapped_best":
+            q, ref, c0, t = near_read(rng, 30, 5, 16, 0.7, 3, insertions=False)
+        else:
+            q, ref, c0, t = near_read(rng, 40, 6, 25, 0.4, 5, insertions=True)
+        n, m = len(q), len(ref)
         res, _ = run_dp(q, ref, c0, t, 0, scoring=scoring)
         genome = genome_from_text([ref])
         got = np.zeros(4, dtype=np.int64)
-        if extend.ungapped_decides(np.array(q, dtype=np.uint8), 0, n, 0, m, c0, t, scoring["match"],
-                                   scoring["mismatch"], scoring["gap_open"], scoring["gap_ext"], genome.packed,
-                                   genome.nmask, got):
+        qa = np.array(q, dtype=np.uint8)
+        if shortcut == "ungapped_best":
+            said = extend.ungapped_best(qa, 0, n, 0, m, c0, t, most, genome.packed, genome.nmask, got)
+        else:
+            said = extend.ungapped_decides(qa, 0, n, 0, m, c0, t, scoring["match"], scoring["mismatch"],
+                                           scoring["gap_open"], scoring["gap_ext"], genome.packed, genome.nmask, got)
+        if said:
             score = n * scoring["match"] - int(got[1]) * (scoring["match"] + scoring["mismatch"])
             assert (score, int(got[0]) + n) == (res[0], res[2]), (q, ref, c0, t)
             decided += 1
             beyond += int(got[1]) > most
-    assert decided > 500 and beyond > 100
+    assert decided > 500
+    assert shortcut == "ungapped_best" or beyond > 100
 
 
 @pytest.mark.parametrize("scoring", [dict(SCORING, clip=5), dict(match=2, mismatch=8, gap_open=12, gap_ext=2, clip=5),
