@@ -168,14 +168,13 @@ def one_gap_below(q, qoff, n, wstart, wlen, c0, t, score, match, mismatch, gap_o
 def ungapped_decides(q, qoff, n, wstart, wlen, c0, t, match, mismatch, gap_open, gap_ext, g_packed, g_nmask, res):
     """Whether banded_dp's semi-global optimum is, for sure, the ungapped diagonal ungapped_best finds (res[0]
     its column, res[1] its mismatches): with at most ungapped_most mismatches nothing gapped can reach it;
-    with up to ungapped_most_one_gap, nothing with two gaps can, and one_gap_below rules out one gap."""
+    with up to ungapped_most_one_gap (the limit ungapped_best searches with), nothing with two gaps can, and
+    one_gap_below rules out one gap."""
     if not ungapped_best(q, qoff, n, wstart, wlen, c0, t, ungapped_most_one_gap(match, mismatch, gap_open, gap_ext),
                          g_packed, g_nmask, res):
         return False
     if res[1] <= ungapped_most(match, mismatch, gap_open, gap_ext):
         return True
-    if n * match - res[1] * (match + mismatch) <= n * match - 2 * (gap_open + gap_ext):
-        return False
     return one_gap_below(q, qoff, n, wstart, wlen, c0, t, n * match - res[1] * (match + mismatch), match, mismatch,
                          gap_open, gap_ext, g_packed, g_nmask)
 

@@ -71,10 +71,10 @@ def kernel_key(package_dir: str | None = None) -> str:
     return _key[PACKAGE_DIR]
 
 
-def source_stamps(package_dir: str) -> dict:
-    """(mtime_ns, size) of every module file of the package: what numba itself checks its cache by."""
+def source_stamps(names, package_dir: str) -> dict:
+    """[mtime_ns, size] of the named modules' files: what numba itself checks its cache entries by."""
     stamps = {}
-    for name in package_modules(package_dir):
+    for name in names:
         st = os.stat(module_path(name, package_dir))
         stamps[name] = [st.st_mtime_ns, st.st_size]
     return stamps
@@ -85,7 +85,7 @@ def remembered_key(package_dir: str) -> str:
     package has changed (stamps): working it out parses every module (0.26 s of each start on the
     2-core machine). The file is rewritten atomically; where it cannot be, the key is worked out."""
     path = os.path.join(cache_root(), "kernel-keys.json")
-    stamps = source_stamps(package_dir)
+    stamps = source_stamps(package_modules(package_dir), package_dir)
     try:
         with open(path, encoding="utf-8") as fh:
             known = json.load(fh)
@@ -95,8 +95,6 @@ def remembered_key(package_dir: str) -> str:
     except (OSError, ValueError, AttributeError):
         known = {}
     key = source_hash(*kernel_modules(package_dir), package_dir=package_dir)
-    if not isinstance(known, dict):
-        known = {}
     known[package_dir] = {"stamps": stamps, "key": key}
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -156,10 +154,7 @@ def machine_key(backend: str) -> dict:
     else:
         from numba.core.registry import cpu_target
         key["cpu"] = list(cpu_target.target_context.codegen().magic_tuple())
-    key["stamps"] = {}
-    for name in kernel_modules():
-        st = os.stat(module_path(name, PACKAGE_DIR))
-        key["stamps"][name] = [st.st_mtime_ns, st.st_size]
+    key["stamps"] = source_stamps(kernel_modules(), PACKAGE_DIR)
     return key
 
 
