@@ -52,7 +52,7 @@ import numpy as np  # noqa: E402
 from numba import cuda, njit, prange  # noqa: E402
 from numba.core import config as nb_config  # noqa: E402
 
-from gpualign.backends import cuda as gcuda, launch as cuda_config  # noqa: E402
+from gpualign.backends import cuda_kernels as gcuda, launch as cuda_config  # noqa: E402
 from gpualign.encode import BASES, header_bins, pack_codes, pack_nmask  # noqa: E402
 from gpualign.genome import Genome  # noqa: E402
 from gpualign.index import build_index  # noqa: E402

@@ -26,6 +26,7 @@ from . import jitcache
 GENOME_SEED = 20240611
 READ_LEN = (60, 151)      # read lengths drawn from this range
 READS = 400               # single-end reads
+CUDA_KERNEL_MODULES = ("cuda_kernels", "resident_kernels")   # in gpualign.backends
 PAIRS = 200               # read pairs
 ADAPTER = "AGATCGGAAGAGCACACGTCTGAACTCCAGTCAC"
 
@@ -133,12 +134,15 @@ def run_cli(argv: list):
 def warm_up(backend: str, threads: int = 2):
     """Index a random genome and map reads through every code path that runs numba functions."""
     import numba
+    from .backends import gpu
     from .workflow.chunks import split_pairs
     from .batches import read_interleaved_fastq
     from .genome import load_genome
     from .index import load_index
     from .mapper import map_reads
     from .options import MapParams
+    if backend == "cuda":
+        gpu.use("numba")   # kernels compile (or load) through numba here; their machine code is stored after
     saved_threads = numba.get_num_threads()
     rng = np.random.default_rng(GENOME_SEED)
     with tempfile.TemporaryDirectory(prefix="gpualign-compile-") as tmp, jitcache.compiling():
@@ -191,16 +195,34 @@ def counting_compilations():
 
 
 def cuda_misses() -> dict:
-    """CUDA kernels of gpualign.backends.cuda compiled in this process (numba-cuda's own counters: its
-    kernel compiles do not raise numba's compile event)."""
-    mod = sys.modules.get(__package__ + ".backends.cuda")
+    """CUDA kernels of the backend's kernel modules compiled in this process (numba-cuda's own
+    counters: its kernel compiles do not raise numba's compile event)."""
     found = {}
-    for attr in dir(mod) if mod is not None else ():
-        disp = getattr(mod, attr)
-        misses = getattr(disp, "_cache_misses", None)
-        if misses is not None and type(disp).__module__.startswith("numba.cuda"):
-            found[f"{disp.py_func.__module__}.{disp.py_func.__qualname__}"] = sum(misses.values())
+    for module in CUDA_KERNEL_MODULES:
+        mod = sys.modules.get(f"{__package__}.backends.{module}")
+        for attr in dir(mod) if mod is not None else ():
+            disp = getattr(mod, attr)
+            misses = getattr(disp, "_cache_misses", None)
+            if misses is not None and type(disp).__module__.startswith("numba.cuda"):
+                found[f"{disp.py_func.__module__}.{disp.py_func.__qualname__}"] = sum(misses.values())
     return found
+
+
+def store_cuda_kernels(log):
+    """Keep the machine code of the kernels the warm-up ran, for mapping runs to launch without
+    numba.cuda (backends/driver.py); where that fails, runs use numba.cuda as before."""
+    import importlib
+    from .backends import driver
+    modules = [importlib.import_module(f"{__package__}.backends.{m}") for m in CUDA_KERNEL_MODULES]
+    try:
+        store = driver.stored_kernels(modules)
+        driver.save_store(jitcache.kernel_store_path(), store)
+    except Exception as exc:   # numba-cuda's internals moved: the runs still work through numba
+        log(f"warning: could not store the kernels' machine code ({type(exc).__name__}: {exc}); "
+            "mapping runs will load them through numba.cuda (about 1 s more a start)")
+        return
+    log(f"stored the machine code of {sum(len(rows) for rows in store.values())} kernel overloads "
+        f"({len(store)} kernels) for launches without numba.cuda")
 
 
 def compiled_in_fresh_process(backend: str) -> list:
@@ -240,6 +262,8 @@ def compile_kernels(backend: str = "auto", log=print, check: bool = True) -> dic
     with counting_compilations() as names:
         warm_up(name)
     seconds = time.perf_counter() - start
+    if name == "cuda":
+        store_cuda_kernels(log)
     jitcache.mark_compiled(name, seconds)
     log(f"{len(set(names))} functions compiled, the rest loaded from the cache, in {seconds:.1f} s")
     result = {"backend": name, "cache": folder, "seconds": seconds, "compiled": sorted(set(names)),

@@ -145,12 +145,11 @@ def machine_key(backend: str) -> dict:
     import numba
     key = {"backend": backend, "python": sys.version.split()[0], "numba": numba.__version__,
            "package_dir": PACKAGE_DIR}
-    if backend == "cuda":
-        from numba import cuda
+    if backend == "cuda":   # asked of the driver: importing numba.cuda costs most of a second
         import numba_cuda
-        dev = cuda.get_current_device()
-        name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
-        key.update(numba_cuda=numba_cuda.__version__, gpu=name, cc=[int(x) for x in dev.compute_capability])
+        from .backends import driver
+        name, cc = driver.device_facts()
+        key.update(numba_cuda=numba_cuda.__version__, gpu=name, cc=list(cc))
     else:
         from numba.core.registry import cpu_target
         key["cpu"] = list(cpu_target.target_context.codegen().magic_tuple())
@@ -158,10 +157,17 @@ def machine_key(backend: str) -> dict:
     return key
 
 
+def _machine_digest(backend: str) -> str:
+    return hashlib.sha256(json.dumps(machine_key(backend), sort_keys=True).encode()).hexdigest()[:12]
+
+
 def marker_path(backend: str) -> str:
-    key = machine_key(backend)
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    return os.path.join(cache_dir(), f"compiled-{backend}-{digest}.json")
+    return os.path.join(cache_dir(), f"compiled-{backend}-{_machine_digest(backend)}.json")
+
+
+def kernel_store_path() -> str:
+    """Where `gpualign compile` keeps the CUDA kernels' machine code for this GPU (backends/driver.py)."""
+    return os.path.join(cache_dir(), f"kernels-cuda-{_machine_digest('cuda')}.pkl")
 
 
 def is_compiled(backend: str) -> bool:

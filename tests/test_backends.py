@@ -12,7 +12,7 @@ import pytest
 
 from numba import cuda as numba_cuda
 
-from gpualign.backends import cpu, cuda, get_backend, launch, resident
+from gpualign.backends import cpu, cuda, get_backend, launch, resident, resident_kernels
 from gpualign.mapper import map_batch, map_reads
 from gpualign.options import MapParams
 from gpualign.reads import derived, encode_reads, finish_reads, subset
@@ -126,7 +126,7 @@ def test_reads_derived_on_the_gpu_are_the_hosts(monkeypatch, rng):
 @pytest.mark.parametrize("threads", [1, 3, 32])
 @pytest.mark.parametrize("multi_exact", [False, True])
 def test_the_resident_chains_pairs_are_candidate_pairs(rng, threads, multi_exact):
-    """resident._pairs_kernel (one block: a scan for where each read's pairs start, a chunk of reads
+    """resident_kernels._pairs_kernel (one block: a scan for where each read's pairs start, a chunk of reads
     a thread, then the pairs written) against a plain loop: kept candidates, then a single exact
     hit, or every stored exact hit of multi_exact reads; for lengths that leave threads with no
     chunk, a partial chunk, and several chunks."""
@@ -146,9 +146,8 @@ def test_the_resident_chains_pairs_are_candidate_pairs(rng, threads, multi_exact
         start = numba_cuda.device_array(n + 1, dtype=np.int64)
         read = numba_cuda.device_array(max(len(want_read), 1), dtype=np.int64)
         key = numba_cuda.device_array(max(len(want_read), 1), dtype=np.int64)
-        resident._pairs_kernel[1, threads](*(numba_cuda.to_device(a) for a in (per_read.astype(np.int64), counts, ekeys)),
-                                           emax, numba_cuda.to_device(kept), numba_cuda.to_device(ckeys), stride,
-                                           start, read, key)
+        dev = [numba_cuda.to_device(a) for a in (per_read.astype(np.int64), counts, ekeys, kept, ckeys)]
+        resident_kernels._pairs_kernel[1, threads](*dev[:3], emax, *dev[3:], stride, start, read, key)
         assert np.array_equal(start.copy_to_host(), np.concatenate(([0], np.cumsum(per_read)))), n
         assert read.copy_to_host()[:len(want_read)].tolist() == want_read
         assert key.copy_to_host()[:len(want_key)].tolist() == want_key

@@ -55,8 +55,8 @@ def test_key_follows_kernels_and_what_they_import_only(package):
     closure = set(module_closure(*kernels, package_dir=str(package)))
     files = sorted(Path(module_path(name, str(package))).relative_to(package).as_posix()
                    for name in package_modules(str(package)))
-    assert {"backends/cpu.py", "backends/cuda.py", "encode.py"} <= closure
-    assert not {"cli.py", "compile.py", "__main__.py"} & closure
+    assert {"backends/cpu.py", "backends/cuda_kernels.py", "backends/resident_kernels.py", "encode.py"} <= closure
+    assert not {"cli.py", "compile.py", "__main__.py", "backends/cuda.py", "backends/resident.py"} & closure
     key = jitcache.kernel_key(str(package))
     for rel in files:
         edit(package / rel)
@@ -93,7 +93,7 @@ def test_remembered_key_is_the_worked_out_one_and_follows_edits(package, monkeyp
 def test_every_kernel_module_versions_the_cache_before_its_first_decorator():
     decorator = re.compile(r"^@(numba\.)?(cuda\.)?(njit|jit)\b", re.M)
     modules = jitcache.kernel_modules()
-    assert {"backends.cpu", "backends.cuda"} <= set(modules)
+    assert {"backends.cpu", "backends.cuda_kernels", "backends.resident_kernels"} <= set(modules)
     for name in modules:
         text = Path(module_path(name)).read_text()
         first = decorator.search(text)

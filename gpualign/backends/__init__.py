@@ -93,9 +93,13 @@ def _backend_module(name: str, log=None):
     from . import cpu
     if name == "cpu":
         return cpu
-    from numba import config as nbconfig, cuda as nbcuda
-    # the CUDA simulator counts as available; auto must never pick it (tests ask for it by name)
-    available = nbcuda.is_available() and (name == "cuda" or not nbconfig.ENABLE_CUDASIM)
+    from numba.core import config as nbconfig
+    if nbconfig.ENABLE_CUDASIM:   # the simulator counts as available; auto must never pick it (tests name it)
+        from numba import cuda as nbcuda
+        available = nbcuda.is_available() and name == "cuda"
+    else:                         # asked of the driver: importing numba.cuda costs most of a second
+        from . import driver
+        available = driver.available()
     if name == "cuda":
         if not available:
             raise InputError("backend cuda: no usable CUDA GPU found (use --backend auto or cpu)")

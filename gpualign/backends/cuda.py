@@ -1,10 +1,12 @@
-"""CUDA backend: the per-read functions of seed.py and extend.py as numba.cuda device functions, one thread per
-read (exact match, seeding) or per read-candidate pair (extension, traceback).
+"""CUDA backend, host side: one thread per read (exact match, seeding) or per read-candidate pair
+(extension, traceback), the kernels in cuda_kernels.py and resident_kernels.py.
 
-Three layers, after numba-cuda's examples: kernels; private launchers (upload, grid from
-launch.py, launch, copy back); public *_stage functions with the same signatures as cpu.py. The
-mapper's usual path is resident.py's chain, built on the same launchers, which keeps a batch on the
-GPU between stages; the *_stage functions serve the paired path's rescue and traceback, and tests.
+Two layers, after numba-cuda's examples: private launchers (upload, grid from launch.py, launch,
+copy back); public *_stage functions with the same signatures as cpu.py. The mapper's usual path is
+resident.py's chain, built on the same launchers, which keeps a batch on the GPU between stages;
+the *_stage functions serve the paired path's rescue and traceback, and tests. Memory, streams,
+events and kernels come from gpu.py: the CUDA driver through ctypes with stored machine code on a
+GPU (driver.py), numba.cuda in its simulator and while compiling.
 
 Every host thread that calls a stage gets its own CUDA stream and its own buffers, on the device
 and page-locked on the host, one per named slot, kept from batch to batch (sized by the largest
@@ -12,151 +14,24 @@ batch so far), so the mapper can keep several batches in flight (BATCHES_IN_FLIG
 uploads, kernels and copies back run while another thread does host work on its batch.
 """
 
-from ..jitcache import use_versioned_cache
-
-use_versioned_cache()  # before any @njit / @cuda.jit below
-
 import threading
 import time
-import types
 
-import numba
 import numpy as np
-from numba import cuda
-from numba.cuda.core import config as cuda_core_config
 
-from .. import choose, encode, extend, seed, trace
+from .. import extend, trace
 from ..reads import word_offsets
-from . import launch
-from ..extend import EXT_COLUMNS, RESCUE_COL, RESCUE_COLUMNS, RESCUE_ROW, RESCUE_SCORE, TR_COLUMNS, TR_NOPS
-from ..options import MAX_INDELS
+from . import gpu, launch
+from ..extend import EXT_COLUMNS, RESCUE_COLUMNS, TR_COLUMNS, TR_NOPS
 
 NAME = "cuda"
-# A run's last batch is small by nature; numba-cuda would warn about its low occupancy every time.
-cuda_core_config.CUDA_LOW_OCCUPANCY_WARNINGS = False
-MAX_W = 2 * MAX_INDELS + 2   # band row plus one, for the local-memory arrays of the DP
 # Mapping threads, each with its own stream: one batch's host work overlaps the others' GPU work.
 # On the H100 (10 M reads, 5 Mbp): 1 in flight 31.7 s, 2 27.4 s, 3 22.3 s (BENCHMARKS.md).
 BATCHES_IN_FLIGHT = 3
 RESEED_CHUNK = 16384         # reads re-seeded per launch: 128 KB of hit scratch each, 2 GB per thread
-
-# the per-read functions the kernels call, and the modules that define them
-_SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read"],
-           seed: ["read_matches_at", "exact_hits", "seed_kmer", "seed_offset", "collect_seed_hits",
-                  "merge_sort_runs", "find_candidates", "kept_candidates", "left_out_well_supported"],
-           extend: ["window_of", "mismatches_below", "ungapped_most", "ungapped_most_one_gap", "is_mismatch",
-                    "rows_from_start", "first_row_to_end", "one_gap_below", "ungapped_best", "ungapped_decides",
-                    "banded_dp", "local_can_win", "best_clipped_segment", "local_may_win", "skip_local",
-                    "push_op", "traceback", "extend_pair", "trace_pair", "rescue_align"],
-           choose: ["locus_scores", "mapq_of", "choose_one", "place_exact_copy"]}
+K = gpu.Kernels("cuda_kernels")   # the kernels (cuda_kernels.py), as gpu.py hands them out
 
 
-def _device_functions():
-    """Recompile the shared per-read functions as device functions; their calls to each other
-    resolve to the device versions through one namespace holding the three modules' globals."""
-    g = {}
-    for module in _SHARED:
-        g.update(vars(module))
-    for module, names in _SHARED.items():
-        for name in names:
-            py = getattr(module, name).py_func
-            g[name] = cuda.jit(device=True)(types.FunctionType(py.__code__, g, name, py.__defaults__))
-    return g
-
-
-_dev = _device_functions()
-d_derive_read = _dev["derive_read"]
-d_exact_hits = _dev["exact_hits"]
-d_find_candidates = _dev["find_candidates"]
-d_extend_pair = _dev["extend_pair"]
-d_trace_pair = _dev["trace_pair"]
-d_rescue_align = _dev["rescue_align"]
-
-
-@cuda.jit(cache=True)
-def _derive_kernel(codes, read_off, word_off, k, rc, packed, rc_packed, hbin, rc_hbin):
-    r = cuda.grid(1)
-    if r < read_off.shape[0] - 1:
-        d_derive_read(r, codes, read_off, word_off, k, rc, packed, rc_packed, hbin, rc_hbin)
-
-
-@cuda.jit(cache=True)
-def _exact_kernel(packed, rc_packed, word_off, read_off, hbin, rc_hbin, g_packed, g_nmask, c_off, c_end,
-                  idx_off, idx_pos, max_occ, emax, counts, keys):
-    r = cuda.grid(1)
-    if r >= read_off.shape[0] - 1:
-        return
-    n = read_off[r + 1] - read_off[r]
-    c = d_exact_hits(packed, word_off[r], n, hbin[r], 0, g_packed, g_nmask, c_off, c_end,
-                     idx_off, idx_pos, max_occ, keys, r * emax, emax, 0)
-    counts[r] = d_exact_hits(rc_packed, word_off[r], n, rc_hbin[r], 1, g_packed, g_nmask, c_off, c_end,
-                             idx_off, idx_pos, max_occ, keys, r * emax, emax, c)
-
-
-@cuda.jit(cache=True)
-def _candidate_kernel(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax, mcand,
-                      ncand, cand_keys, cand_votes, dropped):
-    x = cuda.grid(1)
-    if x >= sel.shape[0]:
-        return
-    r = sel[x]
-    for c in range(mcand):   # a read's unused vote slots read as 0 (search_incomplete looks at the first)
-        cand_votes[x * mcand + c] = 0
-    ncand[x] = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
-                                 idx_off, idx_pos, max_occ, t, hits, x * 2 * hmax, hmax,
-                                 cand_keys, cand_votes, x * mcand, mcand, dropped, x)
-
-
-@cuda.jit(cache=True)
-def _extend_kernel(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize, t,
-                   match, mismatch, gap_open, gap_ext, clip_penalty, tb, out):
-    x = cuda.grid(1)
-    if x >= pair_read.shape[0]:
-        return
-    r = pair_read[x]
-    d_extend_pair(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed, g_nmask,
-                  c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
-                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                  cuda.local.array(MAX_W, dtype=np.uint8), tb,
-                  cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), out)
-
-
-@cuda.jit(cache=True)
-def _trace_kernel(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
-                  t, match, mismatch, gap_open, gap_ext, maxlen, tb, ops, lens, out):
-    x = cuda.grid(1)
-    if x >= sel_read.shape[0]:
-        return
-    r = sel_read[x]
-    d_trace_pair(x, sel_key[x], sel_local[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r],
-                 g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext,
-                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                 cuda.local.array(MAX_W, dtype=np.uint8), tb, x * maxlen * (2 * t + 1), cuda.local.array(4, dtype=np.int64),
-                 cuda.local.array(4, dtype=np.int64), ops, lens, x, sel_read.shape[0], out)
-
-
-@cuda.jit(cache=True)
-def _rescue_kernel(task_read, task_strand, task_start, task_len, codes, rc_codes, read_off, g_packed, g_nmask,
-                   match, mismatch, gap_open, gap_ext, H, E, out):
-    x = cuda.grid(1)
-    m = task_read.shape[0]
-    if x >= m:
-        return
-    r = task_read[x]
-    res = cuda.local.array(3, dtype=np.int64)
-    # scratch cell i of task x at [i * m + x]: neighbouring threads touch neighbouring words
-    d_rescue_align(rc_codes if task_strand[x] == 1 else codes, read_off[r], read_off[r + 1] - read_off[r],
-                   g_packed, g_nmask, task_start[x], task_len[x], match, mismatch, gap_open, gap_ext,
-                   H, E, x, m, res)
-    out[x, RESCUE_SCORE] = res[0]
-    out[x, RESCUE_ROW] = res[1]
-    out[x, RESCUE_COL] = res[2]
-
-
-# Host code below reaches the API as numba.cuda: while a kernel runs in numba's CUDA simulator, the
-# simulator swaps this module's global `cuda` for a fake one, which another thread would then see.
 _resident = {}
 _resident_lock = threading.Lock()
 
@@ -167,7 +42,7 @@ def _on_device(arr):
     with _resident_lock:
         if key not in _resident:
             with trace.span("GPU genome and index upload"):
-                _resident[key] = (arr, numba.cuda.to_device(np.ascontiguousarray(arr)))
+                _resident[key] = (arr, gpu.api().to_device(np.ascontiguousarray(arr)))
         return _resident[key][1]
 
 
@@ -177,7 +52,7 @@ _local = threading.local()   # per mapping thread: stream, pinned staging buffer
 def _state():
     """This thread's stream, kept buffers and current batch, made on first use."""
     if not hasattr(_local, "stream"):
-        _local.stream = numba.cuda.stream()
+        _local.stream = gpu.api().stream()
         _local.pinned = {}    # slot -> page-locked host buffer (uploads, copies back)
         _local.device = {}    # slot -> device buffer
         _local.batch = {}
@@ -211,7 +86,7 @@ def _kept(buffers, slot, shape, dtype, allocate):
 
 
 def _pinned(slot: str, shape, dtype):
-    return _kept(_state().pinned, slot, shape, dtype, lambda n: numba.cuda.pinned_array(n, dtype=np.uint8))
+    return _kept(_state().pinned, slot, shape, dtype, lambda n: gpu.api().pinned_array(n, dtype=np.uint8))
 
 
 def _empty(slot: str, shape, dtype):
@@ -219,7 +94,7 @@ def _empty(slot: str, shape, dtype):
     a slot's reuse after every earlier use by the same thread."""
     state = _state()
     return _kept(state.device, slot, shape, dtype,
-                 lambda n: numba.cuda.device_array(n, dtype=np.uint8, stream=state.stream))
+                 lambda n: gpu.api().device_array(n, dtype=np.uint8, stream=state.stream))
 
 
 def _upload(slot: str, arr):
@@ -278,7 +153,7 @@ def _derive_on_device(reads, arrays):
             arrays[f] = _upload(f, getattr(reads, f))
     arrays["word_off"] = _upload("word_off", word_off)
     arrays.update(_derived_buffers(reads, word_off))
-    _launch(_derive_kernel, n, arrays["codes"], arrays["read_off"], arrays["word_off"], reads.k,
+    _launch(K._derive_kernel, n, arrays["codes"], arrays["read_off"], arrays["word_off"], reads.k,
             *(arrays[f] for f in ("rc_codes", "packed", "rc_packed", "hbin", "rc_hbin")))
 
 
@@ -288,13 +163,6 @@ def _derived_buffers(reads, word_off):
     return {"rc_codes": _empty("rc_codes", max(len(reads.codes), 1), np.uint8),
             "packed": _empty("packed", words, np.uint32), "rc_packed": _empty("rc_packed", words, np.uint32),
             "hbin": _empty("hbin", max(n, 1), np.int64), "rc_hbin": _empty("rc_hbin", max(n, 1), np.int64)}
-
-
-# Launches from the mapping threads take turns: numba-cuda's first launch of a kernel loads its
-# module into the context, which two threads at once corrupt; and numba's CUDA simulator swaps
-# module state while a kernel runs. A launch is queued on the thread's stream and returns at once
-# on a GPU, so the turns cost little there.
-_launch_turns = threading.Lock()
 
 
 def _launch(kernel, n, *args):
@@ -310,11 +178,11 @@ def _launch_block(kernel, nthreads, *args):
 
 def _enqueue(kernel, blocks, threads, *args):
     stream, timed = _stream(), trace.enabled()
-    with trace.span("GPU launch (turns)"), _launch_turns:
+    with trace.span("GPU launch (turns)"), gpu.launch_turns():
         start = _event_on(stream) if timed else None
         kernel[blocks, threads, stream](*args)
         if timed:
-            _state().kernels.append((kernel.py_func.__name__.strip("_"), start, _event_on(stream)))
+            _state().kernels.append((gpu.name_of(kernel).strip("_"), start, _event_on(stream)))
 
 
 # With a trace on, every launch is bracketed by CUDA events; the kernels a thread launched go on the
@@ -324,7 +192,7 @@ _gpu_clock = []
 
 
 def _event_on(stream):
-    event = numba.cuda.event()
+    event = gpu.api().event()
     event.record(stream=stream)
     return event
 
@@ -333,7 +201,7 @@ def _gpu_reference():
     """The reference event, recorded once, before any kernel."""
     with _resident_lock:
         if not _gpu_clock:
-            reference = numba.cuda.event()
+            reference = gpu.api().event()
             reference.record()
             reference.synchronize()
             _gpu_clock.extend((reference, time.perf_counter()))
@@ -359,7 +227,7 @@ def exact_stage(reads, genome, index, p):
     n = len(reads)
     counts = _empty("exact counts", max(n, 1), np.int64)          # written for every read
     keys = _empty("exact keys", max(n, 1) * p.max_exact, np.int64)   # read only below counts
-    _launch(_exact_kernel, n, *_read_arrays(reads, "packed", "rc_packed", "word_off", "read_off", "hbin", "rc_hbin"),
+    _launch(K._exact_kernel, n, *_read_arrays(reads, "packed", "rc_packed", "word_off", "read_off", "hbin", "rc_hbin"),
             *_genome_args(genome), _on_device(index.offsets),
             _on_device(index.positions), index.max_occ, p.max_exact, counts, keys)
     counts, keys = _fetch(counts[:n], keys[:n * p.max_exact])
@@ -373,7 +241,7 @@ def candidate_stage(reads, sel, index, p):
     votes = _empty("votes", max(m, 1) * p.max_candidates, np.int64)
     dropped = _empty("dropped", max(m, 1), np.int64)
     hits = _empty("hits", max(m, 1) * 2 * p.max_hits, np.int64)   # hits + merge scratch
-    _launch(_candidate_kernel, m, _upload("sel", np.asarray(sel, dtype=np.int64)),
+    _launch(K._candidate_kernel, m, _upload("sel", np.asarray(sel, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"), reads.k, _on_device(index.offsets),
             _on_device(index.positions), index.max_occ, p.max_indels, hits, p.max_hits, p.max_candidates,
             ncand, keys, votes, dropped)
@@ -385,7 +253,7 @@ def candidate_stage(reads, sel, index, p):
 def extend_stage(reads, genome, pair_read, pair_key, p):
     m = len(pair_read)
     out = _empty("extension", (max(m, 1), EXT_COLUMNS), np.int64)   # every column written
-    _launch(_extend_kernel, m, _upload("pair_read", np.asarray(pair_read, dtype=np.int64)),
+    _launch(K._extend_kernel, m, _upload("pair_read", np.asarray(pair_read, dtype=np.int64)),
             _upload("pair_key", np.asarray(pair_key, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"), *_genome_args(genome), genome.size,
             p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty,
@@ -403,7 +271,7 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
     lens = _empty("lens", max(m, 1) * (2 * maxlen + 2), np.int32)
     out = _empty("traceback", (max(m, 1), TR_COLUMNS), np.int64)
     tb = _empty("traceback bytes", max(m, 1) * maxlen * W, np.uint8)
-    _launch(_trace_kernel, m, _upload("sel_read", np.asarray(sel_read, dtype=np.int64)),
+    _launch(K._trace_kernel, m, _upload("sel_read", np.asarray(sel_read, dtype=np.int64)),
             _upload("sel_key", np.asarray(sel_key, dtype=np.int64)),
             _upload("sel_local", np.asarray(sel_local, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"),
@@ -423,7 +291,7 @@ def rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p)
     out = _empty("rescue", (max(m, 1), RESCUE_COLUMNS), np.int64)
     tasks = [_upload(name, np.asarray(a, dtype=np.int64)) for name, a in
              (("task_read", task_read), ("task_strand", task_strand), ("task_start", task_start), ("task_len", task_len))]
-    _launch(_rescue_kernel, m, *tasks, *_read_arrays(reads, "codes", "rc_codes", "read_off"),
+    _launch(K._rescue_kernel, m, *tasks, *_read_arrays(reads, "codes", "rc_codes", "read_off"),
             _on_device(genome.packed), _on_device(genome.nmask), p.match, p.mismatch, p.gap_open, p.gap_extend,
             H, E, out)
     return _fetch(out[:m])[0]

@@ -13,179 +13,16 @@ Launch sizes come from the host's bounds (reads, reads x candidates a read may k
 counts read on the device, so no stage waits for the host.
 """
 
-from ..jitcache import use_versioned_cache
-
-use_versioned_cache()  # before any @cuda.jit below
-
-import numba
 import numpy as np
-from numba import cuda
 
 from .. import extend
 from ..extend import TR_COLUMNS, TR_NOPS
 from ..reads import encode_reads, word_offsets
-from ..options import MAX_INDELS
 from . import cuda as cu
-from . import launch
+from . import gpu, launch
 
-MAX_W = 2 * MAX_INDELS + 2
 SEED_THREADS = 1 << 17   # threads of a seeding launch, each with its own hit scratch (2 * max_hits words)
-
-d_derive_read = cu._dev["derive_read"]
-d_exact_hits = cu._dev["exact_hits"]
-d_find_candidates = cu._dev["find_candidates"]
-d_kept_candidates = cu._dev["kept_candidates"]
-d_left_out = cu._dev["left_out_well_supported"]
-d_extend_pair = cu._dev["extend_pair"]
-d_trace_pair = cu._dev["trace_pair"]
-d_locus_scores = cu._dev["locus_scores"]
-d_choose_one = cu._dev["choose_one"]
-d_place_exact_copy = cu._dev["place_exact_copy"]
-
-
-@cuda.jit(cache=True)
-def _exact_kernel(codes, read_off, word_off, k, rc_codes, packed, rc_packed, hbin, rc_hbin, g_packed, g_nmask,
-                  c_off, c_end, idx_off, idx_pos, max_occ, emax, multi_exact, counts, ekeys, incomplete, kept,
-                  per_read, picked, npicked):
-    """Read r's reverse complement, packed words and header bins (encode.derive_read), its exact hits
-    on both strands, and what the later stages start from: reads with fewer than two exact hits are
-    appended to `picked` for seeding; with multi_exact (pairs) every stored exact hit is a candidate,
-    and a read with more hits than stored counts as incomplete."""
-    r = cuda.grid(1)
-    if r >= read_off.shape[0] - 1:
-        return
-    d_derive_read(r, codes, read_off, word_off, k, rc_codes, packed, rc_packed, hbin, rc_hbin)
-    n = read_off[r + 1] - read_off[r]
-    c = d_exact_hits(packed, word_off[r], n, hbin[r], 0, g_packed, g_nmask, c_off, c_end,
-                     idx_off, idx_pos, max_occ, ekeys, r * emax, emax, 0)
-    c = d_exact_hits(rc_packed, word_off[r], n, rc_hbin[r], 1, g_packed, g_nmask, c_off, c_end,
-                     idx_off, idx_pos, max_occ, ekeys, r * emax, emax, c)
-    counts[r] = c
-    incomplete[r] = multi_exact and c > emax
-    kept[r] = 0
-    per_read[r] = min(c, emax) if multi_exact and c >= 2 else 0
-    if c < 2:
-        picked[cuda.atomic.add(npicked, 0, 1)] = r
-
-
-@cuda.jit(cache=True)
-def _seed_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax, mcand,
-                 stride, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, incomplete, kept, per_read,
-                 redo, nredo):
-    """find_candidates for the picked reads, a thread's reads in turn with its own hit scratch, read
-    r's candidates at row r (`stride` slots a row, the first mcand used); then whether its search
-    left out a well supported locus (seed.search_incomplete; appended to `redo` where one is given)
-    and how many candidate pairs it has (seed.candidate_pairs)."""
-    tid = cuda.grid(1)
-    for i in range(tid, npicked[0], cuda.gridsize(1)):
-        r = picked[i]
-        row = r * stride
-        for c in range(mcand):   # unused vote slots read as 0 (left_out_well_supported looks at the first)
-            cand_votes[row + c] = 0
-        nc = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
-                               idx_off, idx_pos, max_occ, t, hits, tid * 2 * hmax, hmax,
-                               cand_keys, cand_votes, row, mcand, dropped, r)
-        ncand[r] = nc
-        left_out = d_left_out(dropped[r], cand_votes[row], counts[r])
-        incomplete[r] = left_out
-        if left_out and redo.shape[0] > 1:
-            redo[cuda.atomic.add(nredo, 0, 1)] = r
-        kept[r] = d_kept_candidates(nc, cand_votes, row, vote_fraction)
-        per_read[r] = kept[r] + (1 if counts[r] == 1 else 0)
-
-
-@cuda.jit(cache=True)
-def _pairs_kernel(per_read, counts, ekeys, emax, kept, cand_keys, stride, pair_start, pair_read, pair_key):
-    """seed.candidate_pairs on the device, by one block: pair_start is the exclusive scan of per_read
-    (each thread sums a contiguous chunk of reads, thread 0 scans the chunk sums in shared memory);
-    then each thread writes its reads' pairs: kept candidates, then the single exact hit, or every
-    stored exact hit (multi_exact reads, whose per_read counts them)."""
-    sums = cuda.shared.array(1024, dtype=numba.int64)
-    tid = cuda.threadIdx.x
-    nt = cuda.blockDim.x
-    n = per_read.shape[0]
-    chunk = (n + nt - 1) // nt
-    lo = min(tid * chunk, n)
-    hi = min(lo + chunk, n)
-    s = 0
-    for r in range(lo, hi):
-        s += per_read[r]
-    sums[tid] = s
-    cuda.syncthreads()
-    if tid == 0:
-        run = 0
-        for j in range(nt):
-            v = sums[j]
-            sums[j] = run
-            run += v
-        pair_start[0] = 0
-    cuda.syncthreads()
-    run = sums[tid]
-    for r in range(lo, hi):
-        for c in range(kept[r]):
-            pair_read[run + c] = r
-            pair_key[run + c] = cand_keys[r * stride + c]
-        if counts[r] == 1:
-            pair_read[run + kept[r]] = r
-            pair_key[run + kept[r]] = ekeys[r * emax]
-        elif counts[r] >= 2:
-            for c in range(per_read[r]):   # 0 unless multi_exact
-                pair_read[run + c] = r
-                pair_key[run + c] = ekeys[r * emax + c]
-        run += per_read[r]
-        pair_start[r + 1] = run
-
-
-@cuda.jit(cache=True)
-def _extend_pairs_kernel(pair_start, pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end,
-                         gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty, tb, out):
-    """extend_pair for each pair, as many threads as pairs could be; those past the count return."""
-    x = cuda.grid(1)
-    if x >= pair_start[pair_start.shape[0] - 1]:
-        return
-    r = pair_read[x]
-    d_extend_pair(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed, g_nmask,
-                  c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
-                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                  cuda.local.array(MAX_W, dtype=np.uint8), tb,
-                  cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), out)
-
-
-@cuda.jit(cache=True)
-def _choose_kernel(pair_start, pair_key, ext, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
-                   t, clip_penalty, eff, raw, loc, end, span, keep, counts, ekeys, emax, name_hash, incomplete,
-                   match, mismatch, gap_open, gap_ext, min_score, single_end, key, local, score, sub, mapq,
-                   maxlen, tb, ops, lens, out):
-    """Read r's loci (choose.all_loci) and placement (choose.choose); single-end, also
-    choose.place_multi_exact and the chosen placement's traceback (trace_pair), CIGAR op j at
-    [j * reads + r] (unmapped reads get no ops)."""
-    r = cuda.grid(1)
-    m = counts.shape[0]
-    if r >= m:
-        return
-    a = pair_start[r]
-    n = read_off[r + 1] - read_off[r]
-    d_locus_scores(a, pair_start[r + 1], n, pair_key, ext, t, clip_penalty, eff, raw, loc, end, span, keep, a)
-    key[r] = -1
-    local[r] = 0
-    score[r] = 0
-    sub[r] = -1
-    mapq[r] = 0
-    d_choose_one(r, name_hash, pair_start, pair_key, eff, raw, loc, span, keep, incomplete, match, mismatch,
-                 min_score, key, local, score, sub, mapq)
-    if not single_end:
-        return
-    d_place_exact_copy(r, counts[r], ekeys, r * emax, name_hash, n, emax, match, key, local, score, sub, mapq)
-    out[r, TR_NOPS] = 0
-    if key[r] < 0:
-        return
-    d_trace_pair(r, key[r], local[r], codes, rc_codes, read_off[r], n,
-                 g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext,
-                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                 cuda.local.array(MAX_W, dtype=np.uint8), tb, r * maxlen * (2 * t + 1),
-                 cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), ops, lens, r, m, out)
+K = gpu.Kernels("resident_kernels")   # the kernels (resident_kernels.py), as gpu.py hands them out
 
 
 def _grid_threads(n):
@@ -225,7 +62,7 @@ def _chain(reads, genome, index, p, single_end):
     d = {f: cu._empty(f, n, np.int64) for f in ("counts", "ncand", "dropped", "kept", "per read", "picked")}
     d["incomplete"] = cu._empty("incomplete", n, np.bool_)
     d["exact keys"] = cu._empty("exact keys", n * emax, np.int64)
-    cu._launch(_exact_kernel, n, codes, read_off, arrays["word_off"], reads.k,
+    cu._launch(K._exact_kernel, n, codes, read_off, arrays["word_off"], reads.k,
                *(arrays[f] for f in ("rc_codes", "packed", "rc_packed", "hbin", "rc_hbin")), *g, *idx, index.max_occ,
                emax, not single_end, d["counts"], d["exact keys"], d["incomplete"], d["kept"], d["per read"],
                d["picked"], npicked)
@@ -238,10 +75,10 @@ def _chain(reads, genome, index, p, single_end):
     redo = cu._empty("redo", n if widen else 1, np.int64)
     seeding = (d["counts"], tn.vote_fraction, d["ncand"], d["candidate keys"], d["votes"], d["dropped"],
                d["incomplete"], d["kept"], d["per read"])
-    cu._launch(_seed_kernel, first, d["picked"], npicked, codes, rc_codes, read_off, reads.k, *idx, index.max_occ,
+    cu._launch(K._seed_kernel, first, d["picked"], npicked, codes, rc_codes, read_off, reads.k, *idx, index.max_occ,
                t, hits, p.max_hits, p.max_candidates, stride, *seeding, redo, nredo)
     if widen:   # seed.reseed_incomplete's wider budgets, for the reads whose search was incomplete
-        cu._launch(_seed_kernel, again, redo, nredo, codes, rc_codes, read_off, reads.k, *idx,
+        cu._launch(K._seed_kernel, again, redo, nredo, codes, rc_codes, read_off, reads.k, *idx,
                    index.max_occ * tn.reseed_occ, t, hits, p.max_hits * tn.reseed_hits, stride, stride, *seeding,
                    cu._empty("no list", 1, np.int64), nredo)
 
@@ -249,10 +86,10 @@ def _chain(reads, genome, index, p, single_end):
     d["pair start"] = cu._empty("pair start", n + 1, np.int64)
     d["pair read"] = cu._empty("pair read", bound, np.int64)
     d["pair key"] = cu._empty("pair key", bound, np.int64)
-    cu._launch_block(_pairs_kernel, launch.SCAN_THREADS, d["per read"], d["counts"], d["exact keys"], emax, d["kept"],
+    cu._launch_block(K._pairs_kernel, launch.SCAN_THREADS, d["per read"], d["counts"], d["exact keys"], emax, d["kept"],
                      d["candidate keys"], stride, d["pair start"], d["pair read"], d["pair key"])
     d["ext"] = cu._empty("extension", (bound, extend.EXT_COLUMNS), np.int64)
-    cu._launch(_extend_pairs_kernel, bound, d["pair start"], d["pair read"], d["pair key"], codes, rc_codes,
+    cu._launch(K._extend_pairs_kernel, bound, d["pair start"], d["pair read"], d["pair key"], codes, rc_codes,
                read_off, *g, genome.size, t, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty,
                cu._empty("no traceback", 1, np.uint8), d["ext"])
 
@@ -267,7 +104,7 @@ def _chain(reads, genome, index, p, single_end):
     d["lens"] = cu._empty("lens", traced * (2 * maxlen + 2), np.int32)
     d["trace"] = cu._empty("traceback", (traced, TR_COLUMNS), np.int64)
     tb = cu._empty("traceback bytes", traced * maxlen * (2 * t + 1), np.uint8)
-    cu._launch(_choose_kernel, n, d["pair start"], d["pair key"], d["ext"], codes, rc_codes, read_off, *g,
+    cu._launch(K._choose_kernel, n, d["pair start"], d["pair key"], d["ext"], codes, rc_codes, read_off, *g,
                genome.size, t, p.clip_penalty, *(d[f] for f in ("eff", "raw", "loc", "end", "span", "keep")),
                d["counts"], d["exact keys"], emax, name_hash, d["incomplete"], p.match, p.mismatch, p.gap_open,
                p.gap_extend, p.min_score, single_end, *(d[f] for f in CHOICE), maxlen, tb, d["ops"], d["lens"],

@@ -1,0 +1,143 @@
+"""The CUDA backend's kernels as numba.cuda functions: the per-read functions of seed.py, extend.py,
+encode.py and choose.py recompiled as device functions, and the kernels of the staged path (a
+stage a launch: cuda.py's *_stage functions, which serve the paired path's rescue and traceback, and
+tests). The resident chain's kernels are in resident_kernels.py.
+
+Only this module and resident_kernels.py import numba.cuda's compiler. A mapping run on a GPU
+launches the machine code `gpualign compile` stored from them (driver.py), without importing them;
+in numba's CUDA simulator, while compiling, and where no machine code is stored, gpu.py hands these
+dispatchers out instead.
+"""
+
+from ..jitcache import use_versioned_cache
+
+use_versioned_cache()  # before any @cuda.jit below
+
+import types
+
+import numpy as np
+from numba import cuda
+from numba.cuda.core import config as cuda_core_config
+
+from .. import choose, encode, extend, seed
+from ..extend import RESCUE_COL, RESCUE_ROW, RESCUE_SCORE
+from ..options import MAX_INDELS
+
+# A run's last batch is small by nature; numba-cuda would warn about its low occupancy every time.
+cuda_core_config.CUDA_LOW_OCCUPANCY_WARNINGS = False
+MAX_W = 2 * MAX_INDELS + 2   # band row plus one, for the local-memory arrays of the DP
+
+# the per-read functions the kernels call, and the modules that define them
+_SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read"],
+           seed: ["read_matches_at", "exact_hits", "seed_kmer", "seed_offset", "collect_seed_hits",
+                  "merge_sort_runs", "find_candidates", "kept_candidates", "left_out_well_supported"],
+           extend: ["window_of", "mismatches_below", "ungapped_most", "ungapped_most_one_gap", "is_mismatch",
+                    "rows_from_start", "first_row_to_end", "one_gap_below", "ungapped_best", "ungapped_decides",
+                    "banded_dp", "local_can_win", "best_clipped_segment", "local_may_win", "skip_local",
+                    "push_op", "traceback", "extend_pair", "trace_pair", "rescue_align"],
+           choose: ["locus_scores", "mapq_of", "choose_one", "place_exact_copy"]}
+
+
+def _device_functions():
+    """Recompile the shared per-read functions as device functions; their calls to each other
+    resolve to the device versions through one namespace holding the three modules' globals."""
+    g = {}
+    for module in _SHARED:
+        g.update(vars(module))
+    for module, names in _SHARED.items():
+        for name in names:
+            py = getattr(module, name).py_func
+            g[name] = cuda.jit(device=True)(types.FunctionType(py.__code__, g, name, py.__defaults__))
+    return g
+
+
+_dev = _device_functions()
+d_derive_read = _dev["derive_read"]
+d_exact_hits = _dev["exact_hits"]
+d_find_candidates = _dev["find_candidates"]
+d_extend_pair = _dev["extend_pair"]
+d_trace_pair = _dev["trace_pair"]
+d_rescue_align = _dev["rescue_align"]
+
+
+@cuda.jit(cache=True)
+def _derive_kernel(codes, read_off, word_off, k, rc, packed, rc_packed, hbin, rc_hbin):
+    r = cuda.grid(1)
+    if r < read_off.shape[0] - 1:
+        d_derive_read(r, codes, read_off, word_off, k, rc, packed, rc_packed, hbin, rc_hbin)
+
+
+@cuda.jit(cache=True)
+def _exact_kernel(packed, rc_packed, word_off, read_off, hbin, rc_hbin, g_packed, g_nmask, c_off, c_end,
+                  idx_off, idx_pos, max_occ, emax, counts, keys):
+    r = cuda.grid(1)
+    if r >= read_off.shape[0] - 1:
+        return
+    n = read_off[r + 1] - read_off[r]
+    c = d_exact_hits(packed, word_off[r], n, hbin[r], 0, g_packed, g_nmask, c_off, c_end,
+                     idx_off, idx_pos, max_occ, keys, r * emax, emax, 0)
+    counts[r] = d_exact_hits(rc_packed, word_off[r], n, rc_hbin[r], 1, g_packed, g_nmask, c_off, c_end,
+                             idx_off, idx_pos, max_occ, keys, r * emax, emax, c)
+
+
+@cuda.jit(cache=True)
+def _candidate_kernel(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax, mcand,
+                      ncand, cand_keys, cand_votes, dropped):
+    x = cuda.grid(1)
+    if x >= sel.shape[0]:
+        return
+    r = sel[x]
+    for c in range(mcand):   # a read's unused vote slots read as 0 (search_incomplete looks at the first)
+        cand_votes[x * mcand + c] = 0
+    ncand[x] = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
+                                 idx_off, idx_pos, max_occ, t, hits, x * 2 * hmax, hmax,
+                                 cand_keys, cand_votes, x * mcand, mcand, dropped, x)
+
+
+@cuda.jit(cache=True)
+def _extend_kernel(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize, t,
+                   match, mismatch, gap_open, gap_ext, clip_penalty, tb, out):
+    x = cuda.grid(1)
+    if x >= pair_read.shape[0]:
+        return
+    r = pair_read[x]
+    d_extend_pair(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed, g_nmask,
+                  c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
+                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                  cuda.local.array(MAX_W, dtype=np.uint8), tb,
+                  cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), out)
+
+
+@cuda.jit(cache=True)
+def _trace_kernel(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
+                  t, match, mismatch, gap_open, gap_ext, maxlen, tb, ops, lens, out):
+    x = cuda.grid(1)
+    if x >= sel_read.shape[0]:
+        return
+    r = sel_read[x]
+    d_trace_pair(x, sel_key[x], sel_local[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r],
+                 g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext,
+                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                 cuda.local.array(MAX_W, dtype=np.uint8), tb, x * maxlen * (2 * t + 1), cuda.local.array(4, dtype=np.int64),
+                 cuda.local.array(4, dtype=np.int64), ops, lens, x, sel_read.shape[0], out)
+
+
+@cuda.jit(cache=True)
+def _rescue_kernel(task_read, task_strand, task_start, task_len, codes, rc_codes, read_off, g_packed, g_nmask,
+                   match, mismatch, gap_open, gap_ext, H, E, out):
+    x = cuda.grid(1)
+    m = task_read.shape[0]
+    if x >= m:
+        return
+    r = task_read[x]
+    res = cuda.local.array(3, dtype=np.int64)
+    # scratch cell i of task x at [i * m + x]: neighbouring threads touch neighbouring words
+    d_rescue_align(rc_codes if task_strand[x] == 1 else codes, read_off[r], read_off[r + 1] - read_off[r],
+                   g_packed, g_nmask, task_start[x], task_len[x], match, mismatch, gap_open, gap_ext,
+                   H, E, x, m, res)
+    out[x, RESCUE_SCORE] = res[0]
+    out[x, RESCUE_ROW] = res[1]
+    out[x, RESCUE_COL] = res[2]
+

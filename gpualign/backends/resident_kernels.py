@@ -1,0 +1,173 @@
+"""The resident chain's kernels (resident.py launches them) as numba.cuda functions, on the shared
+per-read device functions of cuda_kernels.py. Like cuda_kernels.py, imported only where gpu.py
+runs kernels through numba (the simulator, compiling, no stored machine code)."""
+
+from ..jitcache import use_versioned_cache
+
+use_versioned_cache()  # before any @cuda.jit below
+
+import numba
+import numpy as np
+from numba import cuda
+
+from ..extend import TR_NOPS
+from ..options import MAX_INDELS
+from . import cuda_kernels as ck
+
+MAX_W = 2 * MAX_INDELS + 2
+
+d_derive_read = ck._dev["derive_read"]
+d_exact_hits = ck._dev["exact_hits"]
+d_find_candidates = ck._dev["find_candidates"]
+d_kept_candidates = ck._dev["kept_candidates"]
+d_left_out = ck._dev["left_out_well_supported"]
+d_extend_pair = ck._dev["extend_pair"]
+d_trace_pair = ck._dev["trace_pair"]
+d_locus_scores = ck._dev["locus_scores"]
+d_choose_one = ck._dev["choose_one"]
+d_place_exact_copy = ck._dev["place_exact_copy"]
+
+
+@cuda.jit(cache=True)
+def _exact_kernel(codes, read_off, word_off, k, rc_codes, packed, rc_packed, hbin, rc_hbin, g_packed, g_nmask,
+                  c_off, c_end, idx_off, idx_pos, max_occ, emax, multi_exact, counts, ekeys, incomplete, kept,
+                  per_read, picked, npicked):
+    """Read r's reverse complement, packed words and header bins (encode.derive_read), its exact hits
+    on both strands, and what the later stages start from: reads with fewer than two exact hits are
+    appended to `picked` for seeding; with multi_exact (pairs) every stored exact hit is a candidate,
+    and a read with more hits than stored counts as incomplete."""
+    r = cuda.grid(1)
+    if r >= read_off.shape[0] - 1:
+        return
+    d_derive_read(r, codes, read_off, word_off, k, rc_codes, packed, rc_packed, hbin, rc_hbin)
+    n = read_off[r + 1] - read_off[r]
+    c = d_exact_hits(packed, word_off[r], n, hbin[r], 0, g_packed, g_nmask, c_off, c_end,
+                     idx_off, idx_pos, max_occ, ekeys, r * emax, emax, 0)
+    c = d_exact_hits(rc_packed, word_off[r], n, rc_hbin[r], 1, g_packed, g_nmask, c_off, c_end,
+                     idx_off, idx_pos, max_occ, ekeys, r * emax, emax, c)
+    counts[r] = c
+    incomplete[r] = multi_exact and c > emax
+    kept[r] = 0
+    per_read[r] = min(c, emax) if multi_exact and c >= 2 else 0
+    if c < 2:
+        picked[cuda.atomic.add(npicked, 0, 1)] = r
+
+
+@cuda.jit(cache=True)
+def _seed_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax, mcand,
+                 stride, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, incomplete, kept, per_read,
+                 redo, nredo):
+    """find_candidates for the picked reads, a thread's reads in turn with its own hit scratch, read
+    r's candidates at row r (`stride` slots a row, the first mcand used); then whether its search
+    left out a well supported locus (seed.search_incomplete; appended to `redo` where one is given)
+    and how many candidate pairs it has (seed.candidate_pairs)."""
+    tid = cuda.grid(1)
+    for i in range(tid, npicked[0], cuda.gridsize(1)):
+        r = picked[i]
+        row = r * stride
+        for c in range(mcand):   # unused vote slots read as 0 (left_out_well_supported looks at the first)
+            cand_votes[row + c] = 0
+        nc = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
+                               idx_off, idx_pos, max_occ, t, hits, tid * 2 * hmax, hmax,
+                               cand_keys, cand_votes, row, mcand, dropped, r)
+        ncand[r] = nc
+        left_out = d_left_out(dropped[r], cand_votes[row], counts[r])
+        incomplete[r] = left_out
+        if left_out and redo.shape[0] > 1:
+            redo[cuda.atomic.add(nredo, 0, 1)] = r
+        kept[r] = d_kept_candidates(nc, cand_votes, row, vote_fraction)
+        per_read[r] = kept[r] + (1 if counts[r] == 1 else 0)
+
+
+@cuda.jit(cache=True)
+def _pairs_kernel(per_read, counts, ekeys, emax, kept, cand_keys, stride, pair_start, pair_read, pair_key):
+    """seed.candidate_pairs on the device, by one block: pair_start is the exclusive scan of per_read
+    (each thread sums a contiguous chunk of reads, thread 0 scans the chunk sums in shared memory);
+    then each thread writes its reads' pairs: kept candidates, then the single exact hit, or every
+    stored exact hit (multi_exact reads, whose per_read counts them)."""
+    sums = cuda.shared.array(1024, dtype=numba.int64)
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    n = per_read.shape[0]
+    chunk = (n + nt - 1) // nt
+    lo = min(tid * chunk, n)
+    hi = min(lo + chunk, n)
+    s = 0
+    for r in range(lo, hi):
+        s += per_read[r]
+    sums[tid] = s
+    cuda.syncthreads()
+    if tid == 0:
+        run = 0
+        for j in range(nt):
+            v = sums[j]
+            sums[j] = run
+            run += v
+        pair_start[0] = 0
+    cuda.syncthreads()
+    run = sums[tid]
+    for r in range(lo, hi):
+        for c in range(kept[r]):
+            pair_read[run + c] = r
+            pair_key[run + c] = cand_keys[r * stride + c]
+        if counts[r] == 1:
+            pair_read[run + kept[r]] = r
+            pair_key[run + kept[r]] = ekeys[r * emax]
+        elif counts[r] >= 2:
+            for c in range(per_read[r]):   # 0 unless multi_exact
+                pair_read[run + c] = r
+                pair_key[run + c] = ekeys[r * emax + c]
+        run += per_read[r]
+        pair_start[r + 1] = run
+
+
+@cuda.jit(cache=True)
+def _extend_pairs_kernel(pair_start, pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end,
+                         gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty, tb, out):
+    """extend_pair for each pair, as many threads as pairs could be; those past the count return."""
+    x = cuda.grid(1)
+    if x >= pair_start[pair_start.shape[0] - 1]:
+        return
+    r = pair_read[x]
+    d_extend_pair(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed, g_nmask,
+                  c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
+                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                  cuda.local.array(MAX_W, dtype=np.uint8), tb,
+                  cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), out)
+
+
+@cuda.jit(cache=True)
+def _choose_kernel(pair_start, pair_key, ext, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
+                   t, clip_penalty, eff, raw, loc, end, span, keep, counts, ekeys, emax, name_hash, incomplete,
+                   match, mismatch, gap_open, gap_ext, min_score, single_end, key, local, score, sub, mapq,
+                   maxlen, tb, ops, lens, out):
+    """Read r's loci (choose.all_loci) and placement (choose.choose); single-end, also
+    choose.place_multi_exact and the chosen placement's traceback (trace_pair), CIGAR op j at
+    [j * reads + r] (unmapped reads get no ops)."""
+    r = cuda.grid(1)
+    m = counts.shape[0]
+    if r >= m:
+        return
+    a = pair_start[r]
+    n = read_off[r + 1] - read_off[r]
+    d_locus_scores(a, pair_start[r + 1], n, pair_key, ext, t, clip_penalty, eff, raw, loc, end, span, keep, a)
+    key[r] = -1
+    local[r] = 0
+    score[r] = 0
+    sub[r] = -1
+    mapq[r] = 0
+    d_choose_one(r, name_hash, pair_start, pair_key, eff, raw, loc, span, keep, incomplete, match, mismatch,
+                 min_score, key, local, score, sub, mapq)
+    if not single_end:
+        return
+    d_place_exact_copy(r, counts[r], ekeys, r * emax, name_hash, n, emax, match, key, local, score, sub, mapq)
+    out[r, TR_NOPS] = 0
+    if key[r] < 0:
+        return
+    d_trace_pair(r, key[r], local[r], codes, rc_codes, read_off[r], n,
+                 g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext,
+                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                 cuda.local.array(MAX_W, dtype=np.uint8), tb, r * maxlen * (2 * t + 1),
+                 cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), ops, lens, r, m, out)
