@@ -26,7 +26,6 @@ from . import jitcache
 GENOME_SEED = 20240611
 READ_LEN = (60, 151)      # read lengths drawn from this range
 READS = 400               # single-end reads
-CUDA_KERNEL_MODULES = ("cuda_kernels", "resident_kernels")   # in gpualign.backends
 PAIRS = 200               # read pairs
 ADAPTER = "AGATCGGAAGAGCACACGTCTGAACTCCAGTCAC"
 
@@ -198,7 +197,7 @@ def cuda_misses() -> dict:
     """CUDA kernels of the backend's kernel modules compiled in this process (numba-cuda's own
     counters: its kernel compiles do not raise numba's compile event)."""
     found = {}
-    for module in CUDA_KERNEL_MODULES:
+    for module in ("cuda_kernels", "resident_kernels"):
         mod = sys.modules.get(f"{__package__}.backends.{module}")
         for attr in dir(mod) if mod is not None else ():
             disp = getattr(mod, attr)
@@ -210,12 +209,11 @@ def cuda_misses() -> dict:
 
 def store_cuda_kernels(log):
     """Keep the machine code of the kernels the warm-up ran, for mapping runs to launch without
-    numba.cuda (backends/driver.py); where that fails, runs use numba.cuda as before."""
-    import importlib
-    from .backends import driver
-    modules = [importlib.import_module(f"{__package__}.backends.{m}") for m in CUDA_KERNEL_MODULES]
+    numba.cuda (cuda_driver.py); where that fails, runs use numba.cuda as before."""
+    from . import cuda_driver as driver
+    from .backends import gpu
     try:
-        store = driver.stored_kernels(modules)
+        store = driver.stored_kernels(gpu.kernel_modules().values())
         driver.save_store(jitcache.kernel_store_path(), store)
     except Exception as exc:   # numba-cuda's internals moved: the runs still work through numba
         log(f"warning: could not store the kernels' machine code ({type(exc).__name__}: {exc}); "

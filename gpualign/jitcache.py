@@ -147,7 +147,7 @@ def machine_key(backend: str) -> dict:
            "package_dir": PACKAGE_DIR}
     if backend == "cuda":   # asked of the driver: importing numba.cuda costs most of a second
         import numba_cuda
-        from .backends import driver
+        from . import cuda_driver as driver
         name, cc = driver.device_facts()
         key.update(numba_cuda=numba_cuda.__version__, gpu=name, cc=list(cc))
     else:
@@ -166,7 +166,7 @@ def marker_path(backend: str) -> str:
 
 
 def kernel_store_path() -> str:
-    """Where `gpualign compile` keeps the CUDA kernels' machine code for this GPU (backends/driver.py)."""
+    """Where `gpualign compile` keeps the CUDA kernels' machine code for this GPU (cuda_driver.py)."""
     return os.path.join(cache_dir(), f"kernels-cuda-{_machine_digest('cuda')}.pkl")
 
 

@@ -220,7 +220,7 @@ def test_align_code_covers_every_kernel_and_the_reference_stages_none_of_the_map
                for m in jitcache.kernel_modules()}
     assert kernels <= align
     backends = {rel for rel in align if rel.startswith("backends/")}
-    assert {"backends/cpu.py", "backends/cuda.py"} <= backends
+    assert {"backends/cpu.py", "backends/cuda.py", "backends/cuda_kernels.py", "backends/resident_kernels.py"} <= backends
     for script in ("mask_reference.py", "pack_reference.py", "index_reference.py"):
         closure = script_closure(script)
         assert "mapper.py" not in closure and not closure & backends, script

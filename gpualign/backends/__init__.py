@@ -98,7 +98,7 @@ def _backend_module(name: str, log=None):
         from numba import cuda as nbcuda
         available = nbcuda.is_available() and name == "cuda"
     else:                         # asked of the driver: importing numba.cuda costs most of a second
-        from . import driver
+        from .. import cuda_driver as driver
         available = driver.available()
     if name == "cuda":
         if not available:

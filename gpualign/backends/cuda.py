@@ -6,7 +6,7 @@ copy back); public *_stage functions with the same signatures as cpu.py. The map
 resident.py's chain, built on the same launchers, which keeps a batch on the GPU between stages;
 the *_stage functions serve the paired path's rescue and traceback, and tests. Memory, streams,
 events and kernels come from gpu.py: the CUDA driver through ctypes with stored machine code on a
-GPU (driver.py), numba.cuda in its simulator and while compiling.
+GPU (cuda_driver.py), numba.cuda in its simulator and while compiling.
 
 Every host thread that calls a stage gets its own CUDA stream and its own buffers, on the device
 and page-locked on the host, one per named slot, kept from batch to batch (sized by the largest

@@ -4,7 +4,7 @@ stage a launch: cuda.py's *_stage functions, which serve the paired path's rescu
 tests). The resident chain's kernels are in resident_kernels.py.
 
 Only this module and resident_kernels.py import numba.cuda's compiler. A mapping run on a GPU
-launches the machine code `gpualign compile` stored from them (driver.py), without importing them;
+launches the machine code `gpualign compile` stored from them (cuda_driver.py), without importing them;
 in numba's CUDA simulator, while compiling, and where no machine code is stored, gpu.py hands these
 dispatchers out instead.
 """

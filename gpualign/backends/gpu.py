@@ -1,7 +1,7 @@
 """Which CUDA runtime the backend's host code (cuda.py, resident.py) calls, decided once per process
 at its first use:
 
-- the driver API through ctypes (driver.py), launching the machine code `gpualign compile` stored
+- the driver API through ctypes (cuda_driver.py), launching the machine code `gpualign compile` stored
   for this GPU and these sources: a mapping run on a GPU, without importing numba.cuda (about 1 s
   of each start);
 - numba.cuda, with the kernels of cuda_kernels.py and resident_kernels.py: in numba's CUDA simulator
@@ -12,7 +12,6 @@ The same machine code runs either way, so the records are the same.
 """
 
 import contextlib
-import importlib
 import os
 import pickle
 import threading
@@ -40,17 +39,20 @@ class _Numba:
         return self._turns
 
     def kernel(self, module: str, name: str):
-        return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+        return getattr(kernel_modules()[module], name)
 
 
 class _Driver:
-    """driver.py and the kernels of the store, all loaded into the context up front."""
+    """cuda_driver.py and the kernels of the store, all loaded into the context up front."""
     name = "driver"
 
     def __init__(self, kernels: dict):
-        from . import driver
-        self.api = driver
+        from .. import cuda_driver
+        self.api = cuda_driver
         self.kernels = kernels
+        for name, kernel in kernels.items():
+            module, attr = name.rsplit(".", 1)
+            kernel.fallback = lambda module=module, attr=attr: getattr(kernel_modules()[module], attr)
 
     def kernel(self, module: str, name: str):
         return self.kernels[f"{module}.{name}"]
@@ -58,6 +60,12 @@ class _Driver:
     @staticmethod
     def turns():
         return contextlib.nullcontext()
+
+
+def kernel_modules() -> dict:
+    """The numba.cuda kernel modules by name (importing them compiles nothing; it imports numba.cuda)."""
+    from . import cuda_kernels, resident_kernels
+    return {"cuda_kernels": cuda_kernels, "resident_kernels": resident_kernels}
 
 
 def use(name: str):
@@ -79,19 +87,18 @@ def _pick():
     from numba.core import config
     if config.ENABLE_CUDASIM or (_forced or os.environ.get(ENV)) == "numba":
         return _Numba()
-    from .. import jitcache
-    from . import driver
+    from .. import cuda_driver, jitcache
     path = jitcache.kernel_store_path()
     if not os.path.exists(path):
         return _Numba()
     try:
-        return _Driver(driver.load_store(path))
-    except (OSError, EOFError, pickle.UnpicklingError, driver.DriverError):
+        return _Driver(cuda_driver.load_store(path))
+    except (OSError, EOFError, pickle.UnpicklingError, cuda_driver.DriverError):
         return _Numba()
 
 
 def api():
-    """numba.cuda, or driver.py with the same calls."""
+    """numba.cuda, or cuda_driver.py with the same calls."""
     return runtime().api
 
 

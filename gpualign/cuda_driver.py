@@ -60,6 +60,12 @@ def init():
         _device, _ctx = dev, ctx
 
 
+def init_in_background():
+    """init() on a thread of its own: the driver's start (no GIL held) overlaps the imports that
+    follow; whoever needs the context next waits for it (init's lock)."""
+    threading.Thread(target=available, name="CUDA init", daemon=True).start()
+
+
 def available() -> bool:
     """Whether a CUDA GPU can be used (libcuda loads, initialises and has a device)."""
     try:
@@ -326,6 +332,7 @@ class Kernel:
     def __init__(self, name: str, overloads: dict):
         self.name = name
         self.overloads = overloads
+        self.fallback = None   # () -> numba's dispatcher of the kernel, for arguments not stored
 
     def __getitem__(self, config):
         blocks, threads, *rest = config
@@ -336,7 +343,9 @@ class Kernel:
         codes = tuple(arg_code(a) for a in args)
         func = self.overloads.get(codes)
         if func is None:   # not run by compile.py's warm-up: numba compiles it, on the same memory
-            _through_numba(self.name, blocks, threads, stream, args)
+            if self.fallback is None:
+                raise DriverError(f"kernel {self.name}: no machine code stored for arguments {codes}")
+            _through_numba(self.fallback(), blocks, threads, stream, args)
             return
         words = []
         for value, code in zip(args, codes):
@@ -351,13 +360,10 @@ class Kernel:
 _numba_turns = threading.Lock()
 
 
-def _through_numba(name, blocks, threads, stream, args):
+def _through_numba(dispatcher, blocks, threads, stream, args):
     """A launch the store has no machine code for, by numba.cuda's dispatcher (which compiles it);
     it takes our arrays through __cuda_array_interface__ and our stream as an external one."""
-    import importlib
     from numba import cuda
-    module, kernel = name.rsplit(".", 1)
-    dispatcher = getattr(importlib.import_module(f"{__package__}.{module}"), kernel)
     with _numba_turns:
         on = cuda.external_stream(stream.handle.value) if stream is not None else 0
         dispatcher[blocks, threads, on](*args)
