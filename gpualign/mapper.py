@@ -32,7 +32,7 @@ from .choose import HOST_PARALLEL, Choice, Loci, loci_of, place_multi_exact, sin
 from .errors import InputError
 from .options import MapParams
 from .output import scratch_dir
-from .reads import Reads
+from .reads import Reads, encode_reads
 from .sam import make_header
 from .seed import candidate_pairs, reseed_incomplete, search_incomplete
 from .threads import in_background, ordered_map
@@ -255,11 +255,17 @@ class Progress:
         return self.reads / max((now or time.perf_counter()) - self.start, 1e-9)
 
 
-def warm_up(backend, genome, index, p):
-    """The backend's warm_up where it has one (cuda: kernels loaded, genome and index uploaded)."""
-    if hasattr(backend, "warm_up"):
-        with trace.span("warm up backend"):
-            backend.warm_up(genome, index, p)
+WARM_UP_READ = b"ACGT" * 25
+
+
+def warm_up(backend, genome, index, p, paired: bool):
+    """One read (a pair) mapped as the first batch will be, on a thread of its own while that batch is
+    read: numba's cached machine code is loaded (about 0.1 s of a 2-core start), and on the GPU the
+    kernels are, and the genome and index go up, before the first batch needs them."""
+    mates = 2 if paired else 1
+    batch = encode_reads([b"warm-up"] * mates, [WARM_UP_READ] * mates, [b"?" * len(WARM_UP_READ)] * mates, index.k)
+    with trace.span("warm up backend"):
+        (map_pair_batch if paired else map_batch)(backend.prepare_reads(batch), genome, index, p, backend)
 
 
 def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="auto",
@@ -288,7 +294,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
         with trace.span("start backend"):
             backend = get_backend(backend_name, log)
             ensure_compiled(backend.NAME, log)   # a cold cache compiles first, before the mapping clock starts
-        warming = early.submit(warm_up, backend, genome, index, p)   # while the first batch is read
+        warming = early.submit(warm_up, backend, genome, index, p, paired)   # while the first batch is read
         head = reading.result()
         warming.result()
     batches = itertools.chain([] if head is None else [head], batches)

@@ -21,8 +21,6 @@ and may provide, as optional abilities the mapper asks for with getattr:
     candidates_and_choice(reads, genome, index, p) -> (exact counts, (read, key, start, ext), incomplete,
                         (eff, raw, loc, span, keep), (key, local, score, sub, mapq)): the same for
                         paired batches, up to the single-end choice the pairing starts from
-    warm_up(genome, index, p)   loads what the first batch would (kernels, genome, index), on a thread
-                        of its own while the first batch is read
 
 `get_backend` is the one place that picks a module, and hands it out behind `Checked`, which checks
 what each stage is given. Launch configuration (threads per block) is in launch.py.

@@ -298,4 +298,4 @@ def rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p)
 
 
 # The single-end batch resident on the GPU from exact match to traceback; it builds on the launchers above.
-from .resident import candidates_and_choice, single_end_batch, warm_up  # noqa: E402, F401
+from .resident import candidates_and_choice, single_end_batch  # noqa: E402, F401

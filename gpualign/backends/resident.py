@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import extend
 from ..extend import TR_COLUMNS, TR_NOPS
-from ..reads import encode_reads, word_offsets
+from ..reads import word_offsets
 from . import cuda as cu
 from . import gpu, launch
 
@@ -153,11 +153,3 @@ def candidates_and_choice(reads, genome, index, p):
     read, key, ext, eff, raw, loc, span, keep = cu._fetch(
         *(d[f][:m] for f in ("pair read", "pair key", "ext", "eff", "raw", "loc", "span", "keep")))
     return counts, (read, key, start, ext), incomplete, (eff, raw, loc, span, keep), tuple(choice)
-
-
-def warm_up(genome, index, p):
-    """One read through the chain on this thread: the first launch of a process pays for loading
-    the kernels (about 0.5 s on the H100 host) and the genome and index go up; done on a thread of
-    its own while the first batch is read, the mapping threads find it all in place."""
-    read = (b"ACGT" * 25)
-    single_end_batch(encode_reads([b"warm-up"], [read], [b"?" * len(read)], index.k), genome, index, p)
