@@ -1,0 +1,67 @@
+"""cuda_driver.py's host-side parts, which need no GPU: kernel arguments typed as numba types them (so
+a launch finds the overload `gpualign compile` stored) and laid out as numba's kernels take them, and
+device arrays' slices, views and reshapes. The launches themselves are checked on a GPU: records
+through the driver equal numba.cuda's and the CPU backend's (BENCHMARKS.md)."""
+
+import numba
+import numpy as np
+import pytest
+
+from gpualign import cuda_driver
+from gpualign.cuda_driver import DeviceArray, arg_code, arg_words, numba_arg_code
+
+
+class FakeAllocation:
+    """Device memory stand-in: only its address is read."""
+    ptr = 0x7F0000001000
+
+
+def device(shape, dtype):
+    return DeviceArray(shape, dtype, FakeAllocation())
+
+
+@pytest.mark.parametrize("host", [np.zeros(7, np.int64), np.zeros((5, 3), np.int64), np.zeros(9, np.uint8),
+                                  np.zeros(4, np.int32), np.zeros(6, np.bool_), np.zeros(2, np.uint32)])
+def test_an_array_is_typed_and_laid_out_as_numba_does(host):
+    dev = device(host.shape, host.dtype)
+    assert arg_code(dev) == numba_arg_code(numba.typeof(host))
+    # numba's array argument: meminfo, parent, nitems, itemsize, data, shape..., strides...
+    assert arg_words(dev, arg_code(dev)) == [0, 0, host.size, host.itemsize, FakeAllocation.ptr,
+                                             *host.shape, *host.strides]
+
+
+@pytest.mark.parametrize("value", [True, False, np.bool_(True), 3, -1, 2**40, np.int64(-7), np.int32(-2),
+                                   np.uint8(200), 0.25, np.float32(1.5)])
+def test_a_scalar_is_typed_as_numba_types_it(value):
+    assert arg_code(value) == numba_arg_code(numba.typeof(value))
+
+
+def test_scalar_words_hold_the_c_value_in_their_low_bytes():
+    as_bytes = lambda word: int(word).to_bytes(8, "little")  # noqa: E731
+    assert as_bytes(arg_words(-1, "i64")[0]) == np.int64(-1).tobytes()
+    assert as_bytes(arg_words(np.int32(-2), "i32")[0])[:4] == np.int32(-2).tobytes()
+    assert as_bytes(arg_words(True, "b")[0])[:1] == b"\x01"
+    assert as_bytes(arg_words(0.25, "f64")[0]) == np.float64(0.25).tobytes()
+    assert as_bytes(arg_words(np.float32(1.5), "f32")[0])[:4] == np.float32(1.5).tobytes()
+
+
+def test_slices_views_and_reshapes_address_the_same_bytes_as_numpy():
+    base = FakeAllocation.ptr
+    buf = device((1000,), np.uint8)
+    words = buf[:800].view(np.int64)
+    assert (words.shape, words.ptr) == ((100,), base)
+    rows = words.reshape((25, 4))
+    assert rows.strides == (32, 8) and rows.shape == (25, 4)
+    part = rows[3:10]
+    assert (part.shape, part.ptr, part.nbytes) == ((7, 4), base + 3 * 32, 7 * 32)
+    assert part[2:].ptr == base + 5 * 32 and part[5:2].shape == (0, 4) and part[:100].shape == (7, 4)
+    with pytest.raises(ValueError):
+        buf[:801].view(np.int64)
+    with pytest.raises(TypeError):
+        buf[::2]
+
+
+def test_a_launch_without_stored_code_says_so():
+    kernel = cuda_driver.Kernel("cuda_kernels._exact_kernel", {})
+    with pytest.raises(cuda_driver.DriverError, match="no machine code stored"):
+        kernel[1, 32](device((4,), np.int64), 3)
