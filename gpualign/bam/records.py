@@ -263,15 +263,17 @@ def oriented_read(codes, qoff, n, reverse, scratch):
 @njit(cache=True, nogil=True, inline='always')
 def put_seq_qual(buf, off, q, qoff, quals, quals_off, n, reverse, write):
     """SEQ (two bases a byte) and QUAL of a read; q[qoff:]: its codes in reference orientation."""
-    for i in range(0, n, 2):
-        if write:
-            hi = SEQ_NIBBLE[q[qoff + i]] << 4
-            lo = SEQ_NIBBLE[q[qoff + i + 1]] if i + 1 < n else 0
-            buf[off] = hi | lo
-        off += 1
-    for i in range(n):
-        if write:
-            buf[off + i] = quals[quals_off + (n - 1 - i if reverse else i)]
+    if write:
+        for i in range(n // 2):
+            buf[off + i] = (SEQ_NIBBLE[q[qoff + 2 * i]] << 4) | SEQ_NIBBLE[q[qoff + 2 * i + 1]]
+        if n & 1:
+            buf[off + n // 2] = SEQ_NIBBLE[q[qoff + n - 1]] << 4
+    off += (n + 1) // 2
+    if write:
+        if reverse:
+            buf[off:off + n] = quals[quals_off:quals_off + n][::-1]
+        else:
+            buf[off:off + n] = quals[quals_off:quals_off + n]
     return off + n
 
 
@@ -331,9 +333,8 @@ def encode_record(r, reads, aln, ref, rg, fields, buf, off, write):
     off = put_int(buf, off, fields[F_MRID], 4, write)      # next refID
     off = put_int(buf, off, fields[F_MPOS], 4, write)      # next pos
     off = put_int(buf, off, fields[F_TLEN], 4, write)
-    for i in range(lname):
-        if write:
-            buf[off + i] = names[name_off[r] + i]
+    if write:
+        buf[off:off + lname] = names[name_off[r]:name_off[r] + lname]
     off += lname
     if write:
         buf[off] = 0
