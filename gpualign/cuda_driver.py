@@ -119,10 +119,10 @@ class DeviceArray:
     reshapes of the whole, copies to and from host arrays."""
 
     def __init__(self, shape, dtype, allocation, offset=0):
-        self.shape = tuple(int(x) for x in shape)
+        self.shape = _shape(shape)
         self.dtype = np.dtype(dtype)
         self.ndim = len(self.shape)
-        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.size = _count(self.shape)
         self.nbytes = self.size * self.dtype.itemsize
         strides, step = [], self.dtype.itemsize
         for extent in reversed(self.shape):
@@ -155,8 +155,8 @@ class DeviceArray:
         return DeviceArray((self.nbytes // dtype.itemsize,), dtype, self.allocation, self.offset)
 
     def reshape(self, shape):
-        shape = tuple(int(x) for x in shape) if isinstance(shape, tuple) else (int(shape),)
-        if int(np.prod(shape, dtype=np.int64)) != self.size:
+        shape = _shape(shape)
+        if _count(shape) != self.size:
             raise ValueError(f"cannot reshape {self.shape} to {shape}")
         return DeviceArray(shape, self.dtype, self.allocation, self.offset)
 
@@ -193,10 +193,18 @@ def _check_host(host, nbytes):
                          f"for {nbytes} device bytes")
 
 
+def _shape(shape) -> tuple:
+    """A shape as a tuple of ints (numba.cuda's calls take an int for one dimension)."""
+    return tuple(int(x) for x in shape) if isinstance(shape, tuple) else (int(shape),)
+
+
+def _count(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
 def device_array(shape, dtype=np.uint8, stream=None):
-    shape = tuple(shape) if isinstance(shape, tuple) else (int(shape),)
-    dtype = np.dtype(dtype)
-    return DeviceArray(shape, dtype, _Allocation(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize))
+    shape, dtype = _shape(shape), np.dtype(dtype)
+    return DeviceArray(shape, dtype, _Allocation(_count(shape) * dtype.itemsize))
 
 
 def to_device(arr):
@@ -225,15 +233,13 @@ def pinned_array(shape, dtype=np.uint8):
     """A numpy array in page-locked host memory (copies from and to it run at full speed, and
     asynchronously)."""
     _bind()
-    shape = tuple(shape) if isinstance(shape, tuple) else (int(shape),)
-    dtype = np.dtype(dtype)
-    nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+    shape, dtype = _shape(shape), np.dtype(dtype)
+    nbytes = _count(shape) * dtype.itemsize
     ptr = _c_ptr()
-    _call("cuMemHostAlloc", ctypes.byref(ptr), _c_size(nbytes), 0)
-    owner = (ctypes.c_uint8 * nbytes).from_address(ptr.value)
+    _call("cuMemHostAlloc", ctypes.byref(ptr), _c_size(max(nbytes, 1)), 0)
+    owner = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr.value)
     owner._keeper = _PinnedBuffer(ptr.value)   # numpy's views of `owner` keep it, and so the memory
-    return np.frombuffer(owner, dtype=np.uint8)[:int(np.prod(shape, dtype=np.int64)) * dtype.itemsize] \
-        .view(dtype).reshape(shape)
+    return np.frombuffer(owner, dtype=np.uint8)[:nbytes].view(dtype).reshape(shape)
 
 
 # ---- streams and events --------------------------------------------------------------------------

@@ -11,18 +11,11 @@ import numpy as np
 from numba import cuda
 
 from ..extend import TR_NOPS
-from ..options import MAX_INDELS
 from . import cuda_kernels as ck
+from .cuda_kernels import MAX_W, d_derive_read, d_exact_hits, d_extend_pair, d_find_candidates, d_trace_pair
 
-MAX_W = 2 * MAX_INDELS + 2
-
-d_derive_read = ck._dev["derive_read"]
-d_exact_hits = ck._dev["exact_hits"]
-d_find_candidates = ck._dev["find_candidates"]
 d_kept_candidates = ck._dev["kept_candidates"]
 d_left_out = ck._dev["left_out_well_supported"]
-d_extend_pair = ck._dev["extend_pair"]
-d_trace_pair = ck._dev["trace_pair"]
 d_locus_scores = ck._dev["locus_scores"]
 d_choose_one = ck._dev["choose_one"]
 d_place_exact_copy = ck._dev["place_exact_copy"]
