@@ -6,13 +6,18 @@ block getting its own insert-size estimate (pairing.insert_estimates); a short l
 one before it. So a read's placement depends on its block, never on the batch size or the number of chunks.
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
+from . import trace
 from .fastq import exact_batches, mates_in_order, read_batches, read_pair_batches
 from .options import TUNING
 from .reads import Reads, concatenate, interleave, subset
+from .threads import ordered_map
 
 BLOCK = TUNING.insert_block   # the default: every function takes the block it cuts by
+INTERLEAVING_THREADS = 3      # paired batches interleaved at once (nogil numba copies)
 
 
 def block_starts(fragments: int, block: int) -> np.ndarray:
@@ -69,9 +74,17 @@ def as_batches(reads, batch_size: int, paired: bool = False, block: int = BLOCK)
 def read_interleaved_pairs(path1: str, path2: str, k: int, batch_size: int, threads: int = 1, comments: bool = False,
                            block: int = BLOCK):
     """Paired batches for the mapper: mates interleaved (read 2i from path1, 2i+1 from path2), each
-    batch whole blocks of insert-size estimation (fragments_per_batch)."""
-    for a, b in read_pair_batches(path1, path2, k, fragments_per_batch(batch_size, block), threads, comments):
-        yield interleave(a, b)
+    batch whole blocks of insert-size estimation (fragments_per_batch). The interleaving copies every
+    byte of a batch; done serially it paced the whole reader (about 0.1 s a batch of 62,500 pairs on
+    the GPU host, where the mapper takes one in 0.05 s), so batches are interleaved side by side."""
+    pairs = read_pair_batches(path1, path2, k, fragments_per_batch(batch_size, block), threads, comments)
+    with ThreadPoolExecutor(max_workers=INTERLEAVING_THREADS, thread_name_prefix="interleave") as pool:
+        yield from ordered_map(pool, interleaved, pairs, INTERLEAVING_THREADS + 1)
+
+
+def interleaved(pair) -> Reads:
+    with trace.span("interleave mates"):
+        return interleave(*pair)
 
 
 def read_smart_pairs(path: str, k: int, batch_size: int, threads: int = 1, comments: bool = False,
