@@ -101,18 +101,26 @@ def md_and_nm(q, qoff, ops, lens, trace, row, ref, buf, off, write):
         op = ops[row, x]
         ln = lens[row, x]
         if op == OP_M:
-            for y in range(ln):
-                rb = base_at(g_packed, g_nmask, gi + y)
-                qb = q[qi + y]
-                if qb != rb or qb == 4 or rb == 4:
-                    off = put_decimal(buf, off, run, write)
-                    if write:
-                        buf[off] = BASES[rb]
-                    off += 1
-                    run = 0
-                    nm += 1
-                else:
-                    run += 1
+            y = 0
+            while y < ln:   # a genome word at a time: its bases shifted out, its N bits checked at once
+                p = gi + y
+                cnt = min(16 - (p & 15), ln - y)
+                word = np.uint32(g_packed[p >> 4]) >> np.uint32(2 * (p & 15))
+                no_n = (np.uint32(g_nmask[p >> 5]) >> np.uint32(p & 31)) & np.uint32((1 << cnt) - 1) == 0
+                for z in range(cnt):
+                    rb = word & 3 if no_n else base_at(g_packed, g_nmask, p + z)
+                    word >>= np.uint32(2)
+                    qb = q[qi + y + z]
+                    if qb != rb or rb == 4:   # a read N (4) never equals a base
+                        off = put_decimal(buf, off, run, write)
+                        if write:
+                            buf[off] = BASES[rb]
+                        off += 1
+                        run = 0
+                        nm += 1
+                    else:
+                        run += 1
+                y += cnt
             qi += ln
             gi += ln
         elif op == OP_I:
