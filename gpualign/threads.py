@@ -8,7 +8,8 @@ import weakref
 
 
 def ordered_map(pool, fn, items, ahead: int):
-    """fn over items on the pool, results in order, at most `ahead` in flight (bounded memory).
+    """fn over items on the pool, results in order, at most `ahead` in flight (bounded memory), each
+    handed out as soon as it and those before it are done and the next item has been drawn.
 
     An exception from `items` itself is raised after the results of the items before it, so
     the failures come out in sequence order; an exception from fn is raised in its item's place.
@@ -26,7 +27,9 @@ def ordered_map(pool, fn, items, ahead: int):
                     yield jobs.popleft().result()
                 raise
             jobs.append(pool.submit(fn, item))
-            if len(jobs) >= ahead:
+            # a result that is ready goes out now, not once `ahead` items are drawn: the first batch
+            # maps while the input behind it is still being read
+            while jobs and (len(jobs) >= ahead or jobs[0].done()):
                 yield jobs.popleft().result()
         while jobs:
             yield jobs.popleft().result()

@@ -65,6 +65,29 @@ def test_ordered_map_keeps_at_most_ahead_items_in_flight(ahead):
     assert max(beyond) == ahead - 1 and most[0] <= ahead
 
 
+def test_ordered_map_hands_out_a_done_result_before_drawing_ahead():
+    """The first result goes out once it is done, while later items are not drawn yet: a reader's
+    first batch must not wait for `ahead` more to be read."""
+    first_taken = threading.Event()
+
+    def items():
+        yield 0
+        yield 1
+        # a slow input: the next item comes only once result 0 was handed out (or never, 2 s on)
+        assert first_taken.wait(2), "result 0 was held back until more items were drawn"
+        yield from range(2, 6)
+
+    def work(i):
+        return i
+
+    with ThreadPoolExecutor(4) as pool:
+        out = []
+        for result in ordered_map(pool, work, items(), 5):
+            out.append(result)
+            first_taken.set()
+    assert out == list(range(6))
+
+
 def test_an_error_from_fn_is_raised_in_its_items_place():
     def work(i):
         time.sleep(0.001 * (10 - i % 10))   # later items finish first
