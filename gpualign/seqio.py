@@ -93,13 +93,14 @@ class Input:
     """A plain or gzip input (a path or `-`) opened once and read in blocks. `read` gives b"" only at
     the real end; any failure of the file or of its decoder is one InputError naming the input.
 
-    decoder: None picks rapidgzip for a regular gzip file of at least `parallel_min` bytes when
-    threads > 1, else isal (zlib without isal); "rapidgzip", "isal" or "zlib" force one (rapidgzip
-    needs a regular file: a stream falls back to isal). For tests, and for comparing decoders.
+    decoder: None picks rapidgzip for a regular gzip file of at least `parallel_min` bytes when it
+    may use at least `parallel_threads` threads, else isal (zlib without isal); "rapidgzip", "isal"
+    or "zlib" force one (rapidgzip needs a regular file: a stream falls back to isal). For tests,
+    and for comparing decoders.
     """
 
     def __init__(self, path: str, what: str, threads: int = 1, decoder: str | None = None,
-                 parallel_min: int = 64 << 20):
+                 parallel_min: int = 64 << 20, parallel_threads: int = 2):
         if decoder is not None and decoder not in DECODERS:
             raise ValueError(f"decoder {decoder!r} is not one of {DECODERS}")
         self.path, self.what, self.name = path, what, shown(path)
@@ -130,7 +131,8 @@ class Input:
             self._fh = fh
             return
         self._stream = fh
-        self.decoder = decoder or ("rapidgzip" if threads > 1 and self._size >= parallel_min else "isal")
+        parallel = threads >= max(2, parallel_threads) and self._size >= parallel_min
+        self.decoder = decoder or ("rapidgzip" if parallel else "isal")
         if self.decoder == "rapidgzip" and not whole:
             self.decoder = "isal"
         try:

@@ -84,6 +84,7 @@ def test_batches_and_threads_do_not_change_the_reads(tmp_path, monkeypatch, thre
     """Streaming in batches (cut anywhere, parsed on threads, gzip in several members, decoded by
     rapidgzip when threads > 1) gives the reads one whole-file parse gives."""
     monkeypatch.setattr(fastq_module, "PARALLEL_GZIP_MIN", 0)
+    monkeypatch.setattr(fastq_module, "PARALLEL_GZIP_THREADS", 2)
     recs = random_records(rng, 500)
     text = "".join(f"@{n}\n{s}\n+\n{q}\n" for n, s, q in recs).encode()
     cut = int(rng.integers(1, len(text)))

@@ -20,6 +20,7 @@ from gpualign import fastq as fastq_module
 from gpualign.batches import read_interleaved_pairs, read_smart_pairs
 from gpualign.errors import InputError
 from gpualign.fastq import read_batches
+from gpualign.seqio import Input
 
 
 # ---- gzip files: decoders and their failures ---------------------------------------------------
@@ -70,6 +71,7 @@ def test_rapidgzip_cut_short_is_an_error_not_fewer_reads(tmp_path, monkeypatch):
     """rapidgzip ends a truncated file without an error, having given part of it (or nothing): the
     reader checks that it decoded the whole file, through the last member's trailer."""
     monkeypatch.setattr(fastq_module, "PARALLEL_GZIP_MIN", 0)   # threads > 1: rapidgzip
+    monkeypatch.setattr(fastq_module, "PARALLEL_GZIP_THREADS", 2)
     text = b"".join(b"@r%d\n%s\n+\n%s\n" % (i, b"ACGT" * (i % 30), b"I" * 4 * (i % 30)) for i in range(20000))
     data = gzip.compress(text[:len(text) // 2]) + gzip.compress(text[len(text) // 2:])
     for cut in (len(data) // 10, len(data) // 2, len(data) - 100, len(data) - 3):
@@ -206,6 +208,7 @@ import sys
 from gpualign.errors import InputError
 from gpualign.batches import read_smart_pairs
 from gpualign.fastq import read_batches
+from gpualign.seqio import Input
 try:
     if sys.argv[1] == "-p":
         batches = read_smart_pairs("-", 8, 64, 2)
@@ -271,3 +274,15 @@ def test_an_empty_stream_is_an_empty_file(fifo):
     with pytest.raises(InputError, match=f"reads {path}: empty file"):
         list(read_batches(path, 8, 64))
     writer.join(5)
+
+
+@pytest.mark.parametrize("threads, size_min, expected", [(1, 0, "isal"), (3, 0, "isal"), (4, 0, "rapidgzip"),
+                                                         (16, 1 << 40, "isal")])
+def test_rapidgzip_only_for_a_big_file_with_threads_enough(tmp_path, threads, size_min, expected):
+    """rapidgzip costs several times isal's CPU a byte: it decodes a file only when the file is big and
+    the reader has threads enough to gain from it (each file of a pair has half of them)."""
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(gzip.compress(b"@a\nACGT\n+\nIIII\n" * 1000))
+    with Input(str(path), "reads", threads, parallel_min=size_min, parallel_threads=4) as fh:
+        assert fh.decoder == expected
+        assert fh.read() == b"@a\nACGT\n+\nIIII\n" * 1000
