@@ -14,6 +14,7 @@ import pysam
 import pytest
 
 from gpualign.bam import bgzf, sort
+from gpualign.bam.bai import index_fields
 from gpualign.bam.sort import SortedBam, UnsortedBam
 from gpualign.cli import main
 
@@ -233,3 +234,16 @@ def test_records_encoded_in_slices_are_the_bytes_of_whole_batches(tmp_path, monk
                 out.setdefault((name, order), []).append(records(str(path)))
     for key, (whole, sliced) in out.items():
         assert whole == sliced and len(whole) >= 2000, key
+
+
+def test_the_tail_code_is_loaded_with_the_types_the_tail_uses(tmp_path, rng):
+    """load_tail_code (run while mapping) calls the final pass's compiled functions with the argument
+    types a real sorted write gives them: after both, each has no other compiled signature (a
+    different type would load, or compile, its code in the tail all the same)."""
+    sort.load_tail_code(1)
+    before = {f: set(f.signatures) for f in (sort.key_order, sort.part_rows, sort.gather, sort.index_entries)}
+    assert all(before.values())
+    segments = random_alignments(rng, make_header(), 300, with_reads=range(4))
+    sorted_and_unsorted(tmp_path, rng, segments, 3, 2)
+    assert {f: set(f.signatures) for f in before} == before
+    assert index_fields(sort.TINY_RECORD)[:, 0].tolist() == [38, 0, 0, 1, 4680, 4]   # a whole record

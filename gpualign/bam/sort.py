@@ -23,6 +23,7 @@ import ctypes
 import itertools
 import os
 import shutil
+import struct
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
@@ -185,6 +186,12 @@ class SortedBam(RecordSink):
         self.run = open(os.path.join(self.tmpdir, "records.bin"), "wb")
         self.written = 0
         self.keys, self.starts, self.sizes = [], [], []
+        self.tail_code = None   # the final pass's code, loaded on a worker while mapping goes on
+
+    def add(self, *item):
+        if self.tail_code is None:
+            self.tail_code = self.pool.submit(load_tail_code, self.level)
+        super().add(*item)
 
     @staticmethod
     def sorted_records(buf, offsets, keys):
@@ -264,6 +271,27 @@ class SortedBam(RecordSink):
         super().abort()
         self.run.close()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+# one unmapped record at refID 0, pos 0, named "a": the smallest whole BAM record
+TINY_RECORD = np.frombuffer(struct.pack("<iiiBBHHHiiii2s", 34, 0, 0, 2, 0, 4680, 0, 4, 0, -1, -1, 0, b"a\0"),
+                            dtype=np.uint8)
+
+
+def load_tail_code(level: int):
+    """Run the final pass's compiled functions once on one tiny record, with the argument types the
+    tail gives them. Their first call loads their machine code from numba's cache (10-40 ms each on
+    the GPU host, one at a time); done here, on a worker while batches map, it is not left for the
+    tail, where every thread would wait for it at once."""
+    with trace.span("load the sorted tail's code"):
+        keys, run_off = np.zeros(1, dtype=np.int64), np.array([0, 1], dtype=np.int64)
+        _, starts, sizes = key_order(np.array([0, len(TINY_RECORD)], dtype=np.int64), keys)
+        src = TINY_RECORD.copy()
+        src.setflags(write=False)   # the run file is read through a read-only memmap
+        records = gather(src, starts, sizes, part_rows(keys, run_off, 0, 1), MEMMOVE)
+        _, csizes, usizes = sized_bgzf_blocks(records, level)
+        tid, pos, end, bins, flag, vstart, vend = index_entries(records, csizes, usizes)
+        build_bai(1, tid, pos, end, bins, flag, vstart.view(np.uint64), vend.view(np.uint64))
 
 
 @njit(cache=True, nogil=True)
