@@ -27,6 +27,7 @@ from numba import njit
 
 from .encode import BASES, CODE, fnv1a_all, header_bins, pack_reads, reverse_complements
 from .jitcache import use_versioned_cache
+from .memmove import MEMMOVE
 
 use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
@@ -167,19 +168,30 @@ def subset(reads: Reads, start: int, end: int) -> Reads:
     return part
 
 
-@njit(cache=True, nogil=True)
 def interleave_segments(a, a_off, b, b_off):
     """Segments a[a_off[i]:a_off[i+1]] and b[b_off[i]:...] alternated: a0 b0 a1 b1 ... (and offsets)."""
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b.astype(a.dtype, copy=False))
+    return alternate_segments(a, a_off, b, b_off, MEMMOVE)
+
+
+@njit(cache=True, nogil=True)
+def alternate_segments(a, a_off, b, b_off, memmove):
+    """interleave_segments on contiguous arrays of one type, each segment one memmove."""
     n = a_off.shape[0] - 1
     off = np.zeros(2 * n + 1, dtype=np.int64)
     out = np.empty(a.shape[0] + b.shape[0], dtype=a.dtype)
+    size = a.itemsize
+    out_at, a_at, b_at = out.ctypes.data, a.ctypes.data, b.ctypes.data
+    o = 0
     for i in range(n):
         la = a_off[i + 1] - a_off[i]
+        memmove(out_at + o * size, a_at + a_off[i] * size, la * size)
+        o += la
+        off[2 * i + 1] = o
         lb = b_off[i + 1] - b_off[i]
-        out[off[2 * i]:off[2 * i] + la] = a[a_off[i]:a_off[i + 1]]
-        off[2 * i + 1] = off[2 * i] + la
-        out[off[2 * i + 1]:off[2 * i + 1] + lb] = b[b_off[i]:b_off[i + 1]]
-        off[2 * i + 2] = off[2 * i + 1] + lb
+        memmove(out_at + o * size, b_at + b_off[i] * size, lb * size)
+        o += lb
+        off[2 * i + 2] = o
     return out, off
 
 

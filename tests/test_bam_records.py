@@ -16,6 +16,7 @@ from gpualign.bam.sam_records import batch_records, full_cigar
 from gpualign.encode import OP_D, OP_I, OP_M, OP_S, pack_codes, pack_nmask
 from gpualign.extend import TR_COLUMNS, TR_END_ROW, TR_NOPS, TR_READ_START, TR_REF_START
 from gpualign.index import build_index
+from gpualign.memmove import MEMMOVE
 from gpualign.mapper import map_batch
 from gpualign.options import MapParams
 from gpualign.reads import encode_reads
@@ -165,5 +166,5 @@ def test_record_bound_holds_for_the_worst_md_and_cigars(rng):
         fields = record_fields(aln, ref, np.ones(n_reads, dtype=np.int64), paired, 0, n_reads)
         for rg in (np.zeros(0, dtype=np.uint8), np.frombuffer(b"a-long-read-group-id", dtype=np.uint8)):
             for r in range(n_reads):
-                size = encode_record(r, reads, aln, ref, rg, fields[r], np.zeros(1, dtype=np.uint8), 0, False)
+                size = encode_record(r, reads, aln, ref, rg, fields[r], np.zeros(1, dtype=np.uint8), 0, False, MEMMOVE)
                 assert size <= record_bound(r, reads, aln, rg, paired), (r, paired)

@@ -30,6 +30,7 @@ from numba import njit
 from ..encode import BASES, CIGAR_CHARS, OP_D, OP_I, OP_M, OP_S, STRAND_BIT, base_at, contig_of
 from ..extend import TR_END_ROW, TR_NOPS, TR_READ_START, TR_REF_START
 from ..jitcache import use_versioned_cache
+from ..memmove import MEMMOVE
 from ..reads import MAX_READ_LEN
 from ..sam import (FLAG_MATE_REVERSE, FLAG_MATE_UNMAPPED, FLAG_PAIRED, FLAG_PROPER, FLAG_READ1, FLAG_READ2,
                    FLAG_REVERSE, FLAG_UNMAPPED)
@@ -269,7 +270,7 @@ def oriented_read(codes, qoff, n, reverse, scratch):
 
 
 @njit(cache=True, nogil=True, inline='always')
-def put_seq_qual(buf, off, q, qoff, quals, quals_off, n, reverse, write):
+def put_seq_qual(buf, off, q, qoff, quals, quals_off, n, reverse, write, memmove):
     """SEQ (two bases a byte) and QUAL of a read; q[qoff:]: its codes in reference orientation."""
     if write:
         for i in range(n // 2):
@@ -281,7 +282,7 @@ def put_seq_qual(buf, off, q, qoff, quals, quals_off, n, reverse, write):
         if reverse:
             buf[off:off + n] = quals[quals_off:quals_off + n][::-1]
         else:
-            buf[off:off + n] = quals[quals_off:quals_off + n]
+            memmove(buf.ctypes.data + off, quals.ctypes.data + quals_off, n)
     return off + n
 
 
@@ -315,9 +316,10 @@ def put_mate_tags(buf, off, m, mate_len, aln, mq, write):
 
 
 @njit(cache=True, nogil=True)
-def encode_record(r, reads, aln, ref, rg, fields, buf, off, write):
+def encode_record(r, reads, aln, ref, rg, fields, buf, off, write, memmove):
     """The BAM record of read r at off (fields: its record_fields row; rg: the read group ID's
-    bytes, empty for none). Returns the offset after it; with write False only measures."""
+    bytes, empty for none; memmove: memmove.MEMMOVE, which copies the name and qualities). Returns
+    the offset after it; with write False only measures."""
     names, name_off, codes, scratch, quals, read_off = reads
     row_of, key, mapq, _, _, _, _, trace = aln
     start = off
@@ -342,7 +344,7 @@ def encode_record(r, reads, aln, ref, rg, fields, buf, off, write):
     off = put_int(buf, off, fields[F_MPOS], 4, write)      # next pos
     off = put_int(buf, off, fields[F_TLEN], 4, write)
     if write:
-        buf[off:off + lname] = names[name_off[r]:name_off[r] + lname]
+        memmove(buf.ctypes.data + off, names.ctypes.data + name_off[r], lname)
     off += lname
     if write:
         buf[off] = 0
@@ -351,7 +353,7 @@ def encode_record(r, reads, aln, ref, rg, fields, buf, off, write):
     q, qoff = oriented_read(codes, read_off[r], n, reverse, scratch)
     if row >= 0:
         off = put_cigar(buf, off, aln, row, n, False, write)
-    off = put_seq_qual(buf, off, q, qoff, quals, read_off[r], n, reverse, write)
+    off = put_seq_qual(buf, off, q, qoff, quals, read_off[r], n, reverse, write, memmove)
     if row >= 0:
         off = put_alignment_tags(buf, off, r, q, qoff, aln, ref, write)
     m = r ^ 1
@@ -392,7 +394,7 @@ def record_bound(r, reads, aln, rg, paired):
 
 
 @njit(cache=True, nogil=True)
-def encode_batch(reads, aln, ref, rg, proper, paired, first, last):
+def encode_batch(reads, aln, ref, rg, proper, paired, first, last, memmove):
     """The records of reads first..last-1 of a batch, in read order: (bytes, record offsets, coordinate
     sort keys). Paired: first and last even.
 
@@ -408,7 +410,7 @@ def encode_batch(reads, aln, ref, rg, proper, paired, first, last):
     offsets = np.zeros(n + 1, dtype=np.int64)
     keys = np.full(n, UNMAPPED_KEY, dtype=np.int64)
     for r in range(n):
-        offsets[r + 1] = encode_record(first + r, reads, aln, ref, rg, fields[r], buf, offsets[r], True)
+        offsets[r + 1] = encode_record(first + r, reads, aln, ref, rg, fields[r], buf, offsets[r], True, memmove)
         if fields[r, F_RID] >= 0:
             strand = 1 if fields[r, F_FLAG] & FLAG_REVERSE else 0
             keys[r] = (fields[r, F_RID] << 33) | (fields[r, F_POS] << 1) | strand
@@ -439,7 +441,7 @@ def batch_bam_records(batch, res, genome, rg_id, first=0, last=None):
     last = len(batch) if last is None else last
     rg = np.frombuffer((rg_id or "").encode(), dtype=np.uint8)
     reads, aln, ref, proper, paired = kernel_args(batch, res, genome)
-    buf, offsets, keys = encode_batch(reads, aln, ref, rg, proper, paired, first, last)
+    buf, offsets, keys = encode_batch(reads, aln, ref, rg, proper, paired, first, last, MEMMOVE)
     if batch.has_comments:   # read with -C: the comments' tags end each record
         _, _, tags, tag_off = comment_tags(batch.comments[batch.comment_off[first]:batch.comment_off[last]],
                                            batch.comment_off[first:last + 1] - batch.comment_off[first])

@@ -19,7 +19,6 @@ batches or the threads; a part's last block may be short, which BGZF allows.
 
 import collections
 import contextlib
-import ctypes
 import itertools
 import os
 import shutil
@@ -33,6 +32,7 @@ from numba import njit
 from .bai import build_bai, index_fields
 from .bgzf import BGZF_EOF, BamWriter, header_bytes, sized_bgzf_blocks
 from ..jitcache import use_versioned_cache
+from ..memmove import MEMMOVE
 from ..output import open_binary
 from ..threads import ordered_map
 from .. import trace
@@ -111,18 +111,6 @@ def gather(src, starts, sizes, rows, memmove):
         memmove(out_at + o, src_at + starts[r], sizes[r])
         o += sizes[r]
     return out
-
-
-def _memmove():
-    """libc's memmove as `gather` calls it (addresses, size), handed in as an argument so the compiled
-    code is cached. Records copied as array slices took 2.4 times as long (2 M scattered records of
-    about 230 bytes: 1.5 s against 0.6 s), numba's slice copy being no memcpy."""
-    fn = ctypes.CDLL(None).memmove
-    fn.argtypes, fn.restype = (ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t), ctypes.c_size_t
-    return fn
-
-
-MEMMOVE = _memmove()
 
 
 class RecordSink:
