@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..extend import EXT_COLUMNS, RESCUE_COL, RESCUE_COLUMNS, RESCUE_ROW, RESCUE_SCORE, TR_COLUMNS, TR_NOPS, \
-    extend_pair, rescue_align, tidy_cigars, trace_pair
+    extend_pair_cpu, rescue_align, tidy_cigars, trace_pair
 from ..reads import derived
 from ..seed import exact_hits, find_candidates
 
@@ -83,10 +83,9 @@ def _extend(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c
     for x in prange(pair_read.shape[0]):
         r = pair_read[x]
         H, F, HS, FS, GB = _band_scratch(2 * t + 1)
-        extend_pair(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed,
-                    g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
-                    H, F, HS, FS, GB, np.empty(1, dtype=np.uint8), np.zeros(4, dtype=np.int64),
-                    np.zeros(4, dtype=np.int64), out)
+        extend_pair_cpu(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed,
+                        g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
+                        H, F, HS, FS, GB, np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64), out)
 
 
 def extend_stage(reads, genome, pair_read, pair_key, p):
