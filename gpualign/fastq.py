@@ -1,7 +1,7 @@
 """FASTQ(.gz) -> batches of encoded reads, streamed (stage encode_reads, run inside align).
 
-No per-read Python: a decompressor (seqio.Input: rapidgzip on several threads for big files, else
-isal, else zlib) feeds blocks of bytes; a numba scan cuts them at record boundaries into batches of
+No per-read Python: a decompressor (seqio.Input: rapidgzip on 12 threads or more for big files,
+else isal, else zlib) feeds blocks of bytes; a numba scan cuts them at record boundaries into batches of
 at most `batch_size` reads; numba parses, validates and encodes each batch over the raw bytes.
 Batches are parsed on worker threads (the numba functions release the GIL) while earlier batches
 are mapped, and handed out in file order, so the first error raised is the first bad record of the
