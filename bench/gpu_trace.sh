@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Timelines of gpualign runs on the lent GPU machine: bench/gpu_real.sh makes the reads and the index of each set in
+# SETS (gpualign alone, so no peer's time is spent), then each set is mapped RUNS times with GPUALIGN_TRACE on, and
+# everything comes back as one archive (the device returns at most a few files a call).
+#
+#   run(command="SETS='ecoli_se ecoli_pe chrX_se' ECOLI_READS=10000000 ECOLI_PAIRS=2000000 K_ECOLI=12 K_CHRX=12 \
+#       bash bench/gpu_trace.sh", carry=[".whlreal", ".peer", ".sim", ".data"])
+#
+# Set sizes and k as gpu_real.sh takes them (its header). RUNS [1]; ENV_B: a second setting to alternate with
+# (e.g. ENV_B="GPUALIGN_CUDA_RUNTIME=numba"), traced as <set><i>b. $OUT gets traces.tar.gz: trace_<set><i>.tsv,
+# log_<set><i>.txt, walls.txt (start, end and wall of each run: what passed before the first step and after the
+# last is the wall less the trace's span), gpu_real.txt; read it here with `python bench/timeline.py trace_X.tsv`.
+set -uo pipefail
+START=$(date +%s)
+export WHL=${WHL:-.whlreal}
+DEADLINE=${DEADLINE:-330} ALIGNERS=gpualign DECODERS='' bash bench/gpu_real.sh > /tmp/gpu_real.txt 2>&1
+echo "reads and indexes ready +$(( $(date +%s) - START )) s"
+source bench/device_env.sh 2> /dev/null || exit 1
+D=/tmp/traces; rm -rf $D; mkdir -p $D; cp /tmp/gpu_real.txt $D/
+W=/tmp/gpualign_real
+inputs() {   # the map arguments of a set: index prefix and FASTQ file(s), as gpu_real.sh named them
+  local g n k reads
+  case $1 in
+    ecoli_se) g=ecoli; n=${ECOLI_READS:-10000000}; k=${K_ECOLI:-10}; reads="mason_se_n${n}_";;
+    chrX_se) g=chrX20; n=${CHRX_READS:-2000000}; k=${K_CHRX:-12}; reads="mason_se_n${n}_";;
+    saureus_se) g=saureus; n=${SAUREUS_READS:-5000000}; k=${K_SAUREUS:-10}; reads="mason_se_n${n}_";;
+    ecoli_pe) g=ecoli; n=${ECOLI_PAIRS:-4000000}; k=${K_ECOLI:-10}; reads="mason_pe_n${n}_";;
+    chrX_pe) g=chrX20; n=${CHRX_PAIRS:-1000000}; k=${K_CHRX:-12}; reads="mason_pe_n${n}_";;
+    saureus_pe) g=saureus; n=${SAUREUS_PAIRS:-2000000}; k=${K_SAUREUS:-10}; reads="mason_pe_n${n}_";;
+    *) return 1;;
+  esac
+  echo "$W/$g/idx/gpualign_k$k/ref $(ls $W/$g/${reads}*.fq.gz 2> /dev/null | tr '\n' ' ')"
+}
+traced() {   # tag, env assignments ('' for none), map arguments...
+  local tag=$1 envs=$2; shift 2
+  local s=$(date +%s.%N)
+  env $envs GPUALIGN_TRACE=$D/trace_$tag.tsv python3 -m gpualign map "$@" -t "${THREADS:-$(nproc)}" --backend cuda \
+    2> $D/log_$tag.txt
+  local e=$(date +%s.%N)
+  echo "$tag start=$s end=$e wall=$(python3 -c "print(round($e - $s, 2))")" | tee -a $D/walls.txt
+}
+for set in ${SETS:-ecoli_se}; do
+  args=$(inputs $set) || { echo "unknown set $set"; continue; }
+  for i in $(seq ${RUNS:-1}); do
+    traced $set$i "" $args -o /tmp/trace_out.bam
+    [ -n "${ENV_B:-}" ] && traced ${set}${i}b "$ENV_B" $args -o /tmp/trace_out.bam
+    rm -f /tmp/trace_out.bam /tmp/trace_out.bam.bai
+  done
+done
+tar -czf "$OUT/traces.tar.gz" -C $D .
+echo "== done in $(( $(date +%s) - START )) s"
