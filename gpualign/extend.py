@@ -598,109 +598,10 @@ def banded_global_score(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, matc
 
 
 @njit(cache=True)
-def banded_local_score(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, match, mismatch, gap_open, gap_ext,
-                H, F, HS, FS, GB, res):
-    """banded_dp(local=1) without traceback, for the CPU: the same res[0:4] (score, end row, end
-    column, start row), about 10% faster without the traceback codes."""
-    W = 2 * t + 1
-    lo = c0 - t
-    for b in range(W + 1):
-        j = b + lo
-        H[b] = 0 if (b < W and j >= 0 and j <= wlen) else NEG
-        F[b] = NEG
-        HS[b] = 0
-        FS[b] = 0
-    for b in range(W - 1):
-        j = 1 + b + lo
-        GB[(1 + b) % W] = base_at(g_packed, g_nmask, wstart + j - 1) if (j >= 1 and j <= wlen) else 4
-    go = gap_open + gap_ext
-    best = NEG
-    bi = 0
-    bj = 0
-    bs = 0
-    for i in range(1, n + 1):
-        qb = q[qoff + i - 1]
-        j = i + lo + W - 1
-        GB[(i + W - 1) % W] = base_at(g_packed, g_nmask, wstart + j - 1) if (j >= 1 and j <= wlen) else 4
-        slot = i % W
-        h_left = NEG
-        e_left = NEG
-        es_left = 0
-        hs_left = 0
-        jfirst = i + lo
-        inside = jfirst >= 1 and jfirst + W - 1 <= wlen   # the whole band row lies in the window
-        for b in range(W):
-            j = jfirst + b
-            rb = GB[slot]
-            slot += 1
-            if slot == W:
-                slot = 0
-            if not inside and (j < 0 or j > wlen):
-                h = NEG
-                e = NEG
-                f = NEG
-                hs = 0
-                es = 0
-                fs = 0
-            elif not inside and j == 0:
-                e = NEG
-                f = NEG
-                es = 0
-                fs = 0
-                hs = i
-                h = 0
-            else:
-                e = h_left - go
-                es = hs_left
-                if e_left - gap_ext > e:
-                    e = e_left - gap_ext
-                    es = es_left
-                f = H[b + 1] - go
-                fs = HS[b + 1]
-                if F[b + 1] - gap_ext > f:
-                    f = F[b + 1] - gap_ext
-                    fs = FS[b + 1]
-                h = H[b] + (match if (qb == rb and qb < 4) else -mismatch)
-                hs = HS[b]
-                if e > h:
-                    h = e
-                    hs = es
-                if f > h:
-                    h = f
-                    hs = fs
-                if h <= 0:
-                    h = 0
-                    hs = i
-                if h > best:
-                    best = h
-                    bi = i
-                    bj = j
-                    bs = hs
-            if h < NEG:
-                h = NEG
-            if e < NEG:
-                e = NEG
-            if f < NEG:
-                f = NEG
-            H[b] = h
-            HS[b] = hs
-            F[b] = f
-            FS[b] = fs
-            h_left = h
-            hs_left = hs
-            e_left = e
-            es_left = es
-    res[0] = best
-    res[1] = bi
-    res[2] = bj
-    res[3] = bs
-
-
-@njit(cache=True)
 def extend_pair_cpu(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
-                    match, mismatch, gap_open, gap_ext, clip_penalty, H, F, HS, FS, GB, res, win, out):
-    """extend_pair with banded_global_score and banded_local_score for banded_dp: the same row of out
-    (the CPU backend's; tests hold the two equal)."""
+                    match, mismatch, gap_open, gap_ext, clip_penalty, H, F, HS, FS, GB, tb, res, win, out):
+    """extend_pair with banded_global_score for the end-to-end banded_dp: the same row of out (the CPU
+    backend's; tests hold the two equal). Only that call differs: the local alignment is banded_dp's."""
     window_of(key, n, t, c_off, c_end, gsize, win)
     out[x, EXT_WINDOW] = win[0]
     out[x, EXT_C0] = win[2]
@@ -720,8 +621,8 @@ def extend_pair_cpu(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, 
                          g_packed, g_nmask):
         skip_local(out, x, n)
         return
-    banded_local_score(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, match, mismatch, gap_open, gap_ext,
-                       H, F, HS, FS, GB, res)
+    banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
+              match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB, tb, 0, False, res)
     out[x, EXT_LOCAL_SCORE] = res[0]
     out[x, EXT_LOCAL_END_ROW] = res[1]
     out[x, EXT_LOCAL_END_COL] = res[2]

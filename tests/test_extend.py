@@ -62,11 +62,9 @@ def test_banded_dp_matches_full_matrix_reference(local, rng):
             assert tuple(int(v) for v in res) == want, (q, ref, c0, t, local)
 
 
-@pytest.mark.parametrize("local", [0, 1])
-def test_the_cpus_score_only_dps_give_banded_dps_results(local, rng):
-    """banded_global_score and banded_local_score (the CPU backend's extension) give banded_dp's four
-    results, on the random cases above and on reads of up to 150 bases in wider bands."""
-    fast = extend.banded_local_score if local else extend.banded_global_score
+def test_the_cpus_score_only_dp_gives_banded_dps_results(rng):
+    """banded_global_score (the CPU backend's end-to-end extension) gives banded_dp's four results, on
+    the random cases above and on reads of up to 150 bases in wider bands."""
     for trial in range(600):
         q, ref, c0, t = random_case(rng)
         if trial % 2:   # longer reads, wider bands, the read's own diagonal
@@ -76,18 +74,15 @@ def test_the_cpus_score_only_dps_give_banded_dps_results(local, rng):
             c0 = int(rng.integers(-2, t + 3))
             q = [int(CODE[ord(ch)]) for ch in (ref[max(c0, 0):max(c0, 0) + n].ljust(n, "C"))]
             q = [c if rng.random() > 0.08 else int(rng.integers(5)) for c in q]
-        want, _ = run_dp(q, ref, c0, t, local)
+        want, _ = run_dp(q, ref, c0, t, 0)
         genome = genome_from_text([ref])
         W = 2 * t + 1
-        H, F, HS, FS = (np.zeros(W + 1, dtype=np.int32) for _ in range(4))
+        H, F = np.zeros(W + 1, dtype=np.int32), np.zeros(W + 1, dtype=np.int32)
         GB = np.zeros(W + 1, dtype=np.uint8)
         res = np.zeros(4, dtype=np.int64)
         scoring = (SCORING["match"], SCORING["mismatch"], SCORING["gap_open"], SCORING["gap_ext"])
         args = (np.array(q, dtype=np.uint8), 0, len(q), genome.packed, genome.nmask, 0, len(ref), c0, t, *scoring)
-        if local:
-            fast(*args, H, F, HS, FS, GB, res)
-        else:
-            fast(*args, H, F, GB, res)
+        extend.banded_global_score(*args, H, F, GB, res)
         assert res.tolist() == want.tolist(), (q, ref, c0, t)
 
 

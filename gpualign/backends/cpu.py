@@ -85,7 +85,8 @@ def _extend(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c
         H, F, HS, FS, GB = _band_scratch(2 * t + 1)
         extend_pair_cpu(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed,
                         g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
-                        H, F, HS, FS, GB, np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64), out)
+                        H, F, HS, FS, GB, np.empty(1, dtype=np.uint8), np.zeros(4, dtype=np.int64),
+                        np.zeros(4, dtype=np.int64), out)
 
 
 def extend_stage(reads, genome, pair_read, pair_key, p):
