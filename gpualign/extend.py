@@ -526,7 +526,7 @@ def extend_pair(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_en
 
 @njit(cache=True)
 def banded_global_score(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, match, mismatch, gap_open, gap_ext,
-                 H, F, GB, res):
+                        H, F, GB, res):
     """banded_dp(local=0) without traceback, for the CPU: the same res[0:4]. Without the start rows and
     traceback codes, which only local alignment and traceback use, and with the band's bounds checked
     only in rows the band leaves the window, numba compiles the cell loop 1.75x faster (10.0 -> 5.7 us
