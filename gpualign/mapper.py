@@ -219,8 +219,11 @@ def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTi
     if in_flight <= 1:
         yield from map(map_one, timed(batches))
         return
+    # Driven from a thread of its own, so batches keep going to the map threads while the caller
+    # waits for records and writes them; batches queued behind the busy ones start as soon as a map
+    # thread frees, not when the oldest batch is done.
     with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="map") as pool:
-        yield from ordered_map(pool, map_one, timed(batches), in_flight)
+        yield from in_background(ordered_map(pool, map_one, timed(batches), 2 * in_flight), depth=in_flight)
 
 
 class Progress:

@@ -186,6 +186,13 @@ def find_candidates(q_fwd, q_rc, qoff, n, k, idx_off, idx_pos, max_occ, t,
     nh = collect_seed_hits(q_fwd, qoff, n, k, 0, idx_off, idx_pos, max_occ, hits, hoff, 0, hmax // 2)
     nh = collect_seed_hits(q_rc, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff, nh, hmax - nh)
     hoff = merge_sort_runs(hits, hoff, nh, hoff + hmax)
+    return vote_clusters(hits, hoff, nh, t, cand_keys, cand_votes, coff, max_cand, dropped, di)
+
+
+@njit(cache=True)
+def vote_clusters(hits, hoff, nh, t, cand_keys, cand_votes, coff, max_cand, dropped, di):
+    """find_candidates' clusters of the sorted hits[hoff:hoff + nh]: the best max_cand written at
+    coff, their number returned, the votes of the best one left out in dropped[di]."""
     ncand = 0
     lost = 0
     i = 0

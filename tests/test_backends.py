@@ -6,6 +6,8 @@ The CUDA backend runs in numba's simulator here (conftest.py); run with NUMBA_EN
 a GPU machine to check the compiled kernels with these same tests.
 """
 
+import time
+
 import numpy as np
 import pysam
 import pytest
@@ -13,7 +15,7 @@ import pytest
 from numba import cuda as numba_cuda
 
 from gpualign.backends import cpu, cuda, get_backend, launch, resident, resident_kernels
-from gpualign.mapper import map_batch, map_reads
+from gpualign.mapper import StageTimes, map_batch, map_reads, mapped_batches
 from gpualign.options import MapParams
 from gpualign.reads import derived, encode_reads, finish_reads, subset
 
@@ -29,6 +31,7 @@ def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world, 
     batch, _ = simulate_reads(rng, seqs, 14, length=45, n_rate=0.01)
     monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
     monkeypatch.setattr(launch, "SCAN_THREADS", 4)   # the resident chain's scans in several chunks
+    monkeypatch.setattr(launch, "SEED_BLOCK_THREADS", 5)
     p = MapParams(max_indels=3, min_score=15, **budget)  # short noisy reads
     results = [map_batch(batch, genome, index, p, cpu), map_batch(batch, genome, index, p, cuda)]
     halves = [map_batch(subset(batch, a, b), genome, index, p, cpu) for a, b in ((0, 5), (5, len(batch)))]
@@ -47,7 +50,8 @@ def test_batches_in_flight_on_streams_give_the_cpu_records_in_order(monkeypatch,
     batch, _ = simulate_reads(rng, seqs, 40, length=50, n_rate=0.01)
     monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
     monkeypatch.setattr(cuda, "BATCHES_IN_FLIGHT", 3)
-    monkeypatch.setattr(cuda, "RESEED_CHUNK", 2)   # several re-seeding launches per batch (a thread re-seeds several reads)
+    monkeypatch.setattr(resident, "RESEED_BLOCKS", 2)   # a block re-seeds several reads
+    monkeypatch.setattr(launch, "SEED_BLOCK_THREADS", 3)
     monkeypatch.setattr(launch, "SCAN_THREADS", 8)
     p = MapParams(max_indels=3, min_score=15, max_candidates=2, max_hits=24, batch_size=6)
     records = {}
@@ -151,3 +155,83 @@ def test_the_resident_chains_pairs_are_candidate_pairs(rng, threads, multi_exact
         assert np.array_equal(start.copy_to_host(), np.concatenate(([0], np.cumsum(per_read)))), n
         assert read.copy_to_host()[:len(want_read)].tolist() == want_read
         assert key.copy_to_host()[:len(want_key)].tolist() == want_key
+
+
+@pytest.mark.parametrize("threads", [1, 3, 8])
+def test_the_block_seeding_kernel_gives_find_candidates_results(rng, world, threads):
+    """resident_kernels._seed_block_kernel (a block a read: seeds ranked by the block's threads, bins
+    copied and runs merged by all of them, thread 0 votes) against seed.find_candidates on the host:
+    repeat reads, N, reads shorter than k, budgets that bind or not, more reads than blocks."""
+    from gpualign import seed
+    _, genome, seqs, index = world
+    batch, (names, reads, quals) = simulate_reads(rng, seqs, 12, length=int(rng.integers(20, 70)), sub=0.05,
+                                                  n_rate=0.02)
+    for o in (0, 30, 60):   # inside the repeat (seqs[0][:120] is copied at 240): many hits, two loci
+        names.append(f"rep{o}".encode())
+        reads.append(seqs[0][o:o + 60].encode())
+        quals.append(b"I" * 60)
+    names.append(b"short")
+    reads.append(b"ACGTAC")   # shorter than k: no seed
+    quals.append(b"IIIIII")
+    batch = derived(encode_reads(names, reads, quals, 8))
+    n = len(batch)
+    counts = rng.choice([0, 0, 1], size=n).astype(np.int64)
+    picked = rng.permutation(n)[:n - 2].astype(np.int64)   # some reads not picked: their rows untouched
+    seen_dropped = seen_many = False
+    for hmax, mcand, max_occ in ((10, 1, 50), (256, 4, 50), (64, 3, 6)):
+        stride = mcand + 1
+        want_n = np.zeros(n, np.int64)
+        want_keys = np.full(n * stride, -7, np.int64)
+        want_votes = np.full(n * stride, -7, np.int64)
+        want_dropped = np.zeros(n, np.int64)
+        for r in picked:
+            s, e = batch.read_off[r], batch.read_off[r + 1]
+            want_votes[r * stride:r * stride + mcand] = 0
+            want_n[r] = seed.find_candidates(batch.codes, batch.rc_codes, s, e - s, 8, index.offsets, index.positions,
+                                             max_occ, 3, np.zeros(2 * hmax, np.int64), 0, hmax, want_keys,
+                                             want_votes, r * stride, mcand, want_dropped, r)
+        out = {f: numba_cuda.to_device(np.full(n * (stride if f in ("keys", "votes") else 1), -7, np.int64))
+               for f in ("ncand", "keys", "votes", "dropped", "kept", "per_read")}
+        incomplete = numba_cuda.to_device(np.zeros(n, np.bool_))
+        blocks = 4
+        hits = numba_cuda.to_device(np.zeros(blocks * 2 * hmax, np.int64))
+        resident_kernels._seed_block_kernel[blocks, threads](
+            numba_cuda.to_device(picked), numba_cuda.to_device(np.array([len(picked)], np.int64)),
+            batch.codes, batch.rc_codes, batch.read_off, 8, index.offsets, index.positions, max_occ, 3, hits, hmax,
+            mcand, stride, numba_cuda.to_device(counts), 4, out["ncand"], out["keys"], out["votes"], out["dropped"],
+            incomplete, out["kept"], out["per_read"], numba_cuda.to_device(np.zeros(1, np.int64)),
+            numba_cuda.to_device(np.zeros(1, np.int64)))
+        got = {f: a.copy_to_host() for f, a in out.items()}
+        assert np.array_equal(got["ncand"][picked], want_n[picked]), hmax
+        assert np.array_equal(got["dropped"][picked], want_dropped[picked]), hmax
+        for r in picked:
+            row = slice(r * stride, r * stride + want_n[r])
+            assert got["keys"][row].tolist() == want_keys[row].tolist(), (hmax, r)
+            assert got["votes"][r * stride:r * stride + mcand].tolist() == want_votes[r * stride:r * stride + mcand].tolist()
+        seen_dropped |= bool(want_dropped.max() > 0)
+        seen_many |= bool(want_n.max() >= 2)
+        unpicked = np.setdiff1d(np.arange(n), picked)
+        assert (got["ncand"][unpicked] == -7).all()
+    assert seen_dropped and seen_many   # not a vacuous comparison: loci left out, several candidates kept
+
+
+def test_batches_keep_mapping_while_the_caller_is_busy(monkeypatch, world):
+    """mapped_batches feeds the map threads from a thread of its own, with batches queued behind the
+    busy ones: while the caller still holds the first result (writing its records), later batches
+    go on being mapped, and the results still come in input order."""
+    rng, genome, seqs, index = world
+    batch, _ = simulate_reads(rng, seqs, 12, length=50)
+    monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
+    monkeypatch.setattr(cuda, "BATCHES_IN_FLIGHT", 2)
+    started = []
+    prepare = cuda.prepare_reads
+    monkeypatch.setattr(cuda, "prepare_reads", lambda b: started.append(b.name(0)) or prepare(b))
+    batches = [subset(batch, i, i + 2) for i in range(0, 12, 2)]
+    results = mapped_batches(iter(batches), genome, index, MapParams(max_indels=3, min_score=15), cuda, StageTimes())
+    first, _ = next(results)
+    deadline = time.monotonic() + 60
+    while len(started) < 5 and time.monotonic() < deadline:   # the caller is busy with the first result
+        time.sleep(0.05)
+    assert len(started) >= 5   # fed one at a time by the caller, two would have started
+    rest = [b for b, _ in results]
+    assert [b.name(0) for b in [first, *rest]] == [b.name(0) for b in batches]

@@ -171,6 +171,11 @@ def _launch(kernel, n, *args):
         _enqueue(kernel, launch.blocks_for(n), launch.THREADS_PER_BLOCK, *args)
 
 
+def _launch_blocks(kernel, blocks, nthreads, *args):
+    """A kernel of `blocks` blocks of nthreads threads (a block an item), on this thread's stream."""
+    _enqueue(kernel, blocks, nthreads, *args)
+
+
 def _launch_block(kernel, nthreads, *args):
     """A kernel of one block (a scan over the whole batch), on this thread's stream."""
     _enqueue(kernel, 1, nthreads, *args)

@@ -30,7 +30,7 @@ MAX_W = 2 * MAX_INDELS + 2   # band row plus one, for the local-memory arrays of
 # the per-read functions the kernels call, and the modules that define them
 _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read"],
            seed: ["read_matches_at", "exact_hits", "seed_kmer", "seed_offset", "collect_seed_hits",
-                  "merge_sort_runs", "find_candidates", "kept_candidates", "left_out_well_supported"],
+                  "merge_sort_runs", "vote_clusters", "find_candidates", "kept_candidates", "left_out_well_supported"],
            extend: ["window_of", "mismatches_below", "ungapped_most", "ungapped_most_one_gap", "is_mismatch",
                     "rows_from_start", "first_row_to_end", "one_gap_below", "ungapped_best", "ungapped_decides",
                     "banded_dp", "local_can_win", "best_clipped_segment", "local_may_win", "skip_local",

@@ -2,6 +2,7 @@
 (forcing multi-block launches on tiny inputs in the simulator)."""
 
 THREADS_PER_BLOCK = 128
+SEED_BLOCK_THREADS = 64   # threads sharing one read's seeding (resident_kernels._seed_block_kernel)
 SCAN_THREADS = 1024   # the one block of an exclusive scan (at most 1024: its shared array)
 
 

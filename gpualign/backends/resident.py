@@ -5,8 +5,9 @@ placement and CIGAR come back. Paired batches take the same chain up to each rea
 
 The stages are mapper.map_batch's, on the same per-read functions (seed.py, choose.py, extend.py as
 device functions): exact match; seeding of the reads without two exact hits; re-seeding, at wider
-budgets, of those whose search left out a well supported locus; each read's candidate pairs
-(counted, an exclusive scan for where they start, written); extension; loci and choice; traceback.
+budgets, of those whose search left out a well supported locus (few reads, thousands of hits each: a
+block of threads a read, seed_block.py); each read's candidate pairs (counted, an exclusive scan for
+where they start, written); extension; loci and choice; traceback.
 Reads are picked for a stage by appending them to a list with an atomic counter. The list's order
 then varies from run to run, but every output is indexed by read, so no result depends on it.
 Launch sizes come from the host's bounds (reads, reads x candidates a read may keep), with the true
@@ -22,6 +23,7 @@ from . import cuda as cu
 from . import gpu, launch
 
 SEED_THREADS = 1 << 17   # threads of a seeding launch, each with its own hit scratch (2 * max_hits words)
+RESEED_BLOCKS = 4096     # blocks of a re-seeding launch, each with its own scratch: about what the GPU holds at once
 K = gpu.Kernels("resident_kernels")   # the kernels (resident_kernels.py), as gpu.py hands them out
 
 
@@ -69,18 +71,20 @@ def _chain(reads, genome, index, p, single_end):
 
     d["candidate keys"] = cu._empty("candidate keys", n * stride, np.int64)
     d["votes"] = cu._empty("votes", n * stride, np.int64)
-    first, again = min(n, SEED_THREADS), min(n, cu.RESEED_CHUNK)
+    first, again = min(n, SEED_THREADS), min(n, RESEED_BLOCKS)
     hits = cu._empty("hits", max(_grid_threads(first) * 2 * p.max_hits,
-                                 _grid_threads(again) * 2 * p.max_hits * tn.reseed_hits if widen else 0), np.int64)
+                                 again * 2 * p.max_hits * tn.reseed_hits if widen else 0), np.int64)
     redo = cu._empty("redo", n if widen else 1, np.int64)
     seeding = (d["counts"], tn.vote_fraction, d["ncand"], d["candidate keys"], d["votes"], d["dropped"],
                d["incomplete"], d["kept"], d["per read"])
     cu._launch(K._seed_kernel, first, d["picked"], npicked, codes, rc_codes, read_off, reads.k, *idx, index.max_occ,
                t, hits, p.max_hits, p.max_candidates, stride, *seeding, redo, nredo)
-    if widen:   # seed.reseed_incomplete's wider budgets, for the reads whose search was incomplete
-        cu._launch(K._seed_kernel, again, redo, nredo, codes, rc_codes, read_off, reads.k, *idx,
-                   index.max_occ * tn.reseed_occ, t, hits, p.max_hits * tn.reseed_hits, stride, stride, *seeding,
-                   cu._empty("no list", 1, np.int64), nredo)
+    if widen:   # seed.reseed_incomplete's wider budgets, for the reads whose search was incomplete: few reads
+        # with thousands of hits each, a block a read
+        cu._launch_blocks(K._seed_block_kernel, again, launch.SEED_BLOCK_THREADS, redo, nredo, codes, rc_codes,
+                          read_off, reads.k, *idx, index.max_occ * tn.reseed_occ, t, hits,
+                          p.max_hits * tn.reseed_hits, stride, stride, *seeding, cu._empty("no list", 1, np.int64),
+                          nredo)
 
     bound = n * max(stride + 1, emax)   # pairs a batch could have
     d["pair start"] = cu._empty("pair start", n + 1, np.int64)

@@ -12,6 +12,8 @@ from numba import cuda
 
 from ..extend import TR_NOPS
 from . import cuda_kernels as ck
+from . import seed_block as sb
+from .seed_block import MAX_RUNS, MAX_SEEDS
 from .cuda_kernels import MAX_W, d_derive_read, d_exact_hits, d_extend_pair, d_find_candidates, d_trace_pair
 
 d_kept_candidates = ck._dev["kept_candidates"]
@@ -19,6 +21,7 @@ d_left_out = ck._dev["left_out_well_supported"]
 d_locus_scores = ck._dev["locus_scores"]
 d_choose_one = ck._dev["choose_one"]
 d_place_exact_copy = ck._dev["place_exact_copy"]
+d_vote_clusters = ck._dev["vote_clusters"]
 
 
 @cuda.jit(cache=True)
@@ -46,6 +49,19 @@ def _exact_kernel(codes, read_off, word_off, k, rc_codes, packed, rc_packed, hbi
         picked[cuda.atomic.add(npicked, 0, 1)] = r
 
 
+@cuda.jit(device=True)
+def d_seeded(r, nc, counts, vote_fraction, cand_votes, row, dropped, incomplete, kept, per_read, redo, nredo):
+    """What the seeding kernels record of read r once its nc candidates are found: whether its search
+    left out a well supported locus (seed.search_incomplete; appended to `redo` where one is given)
+    and how many candidate pairs it has (seed.candidate_pairs)."""
+    left_out = d_left_out(dropped[r], cand_votes[row], counts[r])
+    incomplete[r] = left_out
+    if left_out and redo.shape[0] > 1:
+        redo[cuda.atomic.add(nredo, 0, 1)] = r
+    kept[r] = d_kept_candidates(nc, cand_votes, row, vote_fraction)
+    per_read[r] = kept[r] + (1 if counts[r] == 1 else 0)
+
+
 @cuda.jit(cache=True)
 def _seed_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax, mcand,
                  stride, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, incomplete, kept, per_read,
@@ -64,12 +80,44 @@ def _seed_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos
                                idx_off, idx_pos, max_occ, t, hits, tid * 2 * hmax, hmax,
                                cand_keys, cand_votes, row, mcand, dropped, r)
         ncand[r] = nc
-        left_out = d_left_out(dropped[r], cand_votes[row], counts[r])
-        incomplete[r] = left_out
-        if left_out and redo.shape[0] > 1:
-            redo[cuda.atomic.add(nredo, 0, 1)] = r
-        kept[r] = d_kept_candidates(nc, cand_votes, row, vote_fraction)
-        per_read[r] = kept[r] + (1 if counts[r] == 1 else 0)
+        d_seeded(r, nc, counts, vote_fraction, cand_votes, row, dropped, incomplete, kept, per_read, redo, nredo)
+
+
+@cuda.jit(cache=True)
+def _seed_block_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax,
+                       mcand, stride, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, incomplete, kept,
+                       per_read, redo, nredo):
+    """_seed_kernel's results, a block a read (seed_block.py): the block's threads collect and sort
+    the read's hits in the block's scratch, thread 0 votes them into candidates."""
+    kms = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+    cnts = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+    offs = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+    runs = cuda.shared.array(MAX_RUNS, dtype=numba.int32)
+    tally = cuda.shared.array(2, dtype=numba.int64)
+    tid = cuda.threadIdx.x
+    hoff = cuda.blockIdx.x * 2 * hmax
+    for i in range(cuda.blockIdx.x, npicked[0], cuda.gridDim.x):
+        r = picked[i]
+        qoff = read_off[r]
+        n = read_off[r + 1] - qoff
+        row = r * stride
+        if tid == 0:
+            tally[0] = 0
+            tally[1] = 0
+        for c in range(tid, mcand, cuda.blockDim.x):   # unused vote slots read as 0
+            cand_votes[row + c] = 0
+        cuda.syncthreads()
+        sb.collect_block(codes, qoff, n, k, 0, idx_off, idx_pos, max_occ, hits, hoff, hmax // 2, kms, cnts, offs,
+                         runs, tally)
+        sb.collect_block(rc_codes, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff, hmax - tally[0], kms, cnts,
+                         offs, runs, tally)
+        nh = tally[0]
+        at = sb.sort_runs_block(hits, hoff, nh, hoff + hmax, runs, tally[1])
+        if tid == 0:
+            nc = d_vote_clusters(hits, at, nh, t, cand_keys, cand_votes, row, mcand, dropped, r)
+            ncand[r] = nc
+            d_seeded(r, nc, counts, vote_fraction, cand_votes, row, dropped, incomplete, kept, per_read, redo, nredo)
+        cuda.syncthreads()   # the scratch and shared arrays are the next read's
 
 
 @cuda.jit(cache=True)
