@@ -525,22 +525,33 @@ def extend_pair(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_en
 
 
 @njit(cache=True)
-def banded_global_score(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, match, mismatch, gap_open, gap_ext,
-                        H, F, GB, res):
-    """banded_dp(local=0) without traceback, for the CPU: the same res[0:4]. Without the start rows and
-    traceback codes, which only local alignment and traceback use, and with the band's bounds checked
-    only in rows the band leaves the window, numba compiles the cell loop 1.75x faster (10.0 -> 5.7 us
-    a 100-base read, t = 10). The GPU keeps banded_dp: one function whose rows stay in registers."""
+def banded_scores_cpu(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, match, mismatch, gap_open, gap_ext,
+                      H, F, L, LF, LS, LFS, GB, res):
+    """banded_dp's end-to-end (local=0) and local (local=1) results in one pass, without traceback, for
+    the CPU: res[0:3] the first's score, end row and end column, res[3:7] the second's score, end row,
+    end column and start row. Nearly every extension the ungapped test leaves open needs both, and one
+    pass shares the band's genome bases, read base and match score, the loop and the bounds checks
+    (checked only in rows the band leaves the window): 26 -> 19 us a 100-base read (t = 10) against the
+    two separate calls. H, F (end-to-end) and L, LF, LS, LFS (local, with start rows) are band rows as
+    banded_dp's. The GPU keeps banded_dp: one function whose rows stay in registers."""
     W = 2 * t + 1
     lo = c0 - t
     for b in range(W + 1):
         j = b + lo
         H[b] = 0 if (b < W and j >= 0 and j <= wlen) else NEG
         F[b] = NEG
+        L[b] = H[b]
+        LF[b] = NEG
+        LS[b] = 0
+        LFS[b] = 0
     for b in range(W - 1):
         j = 1 + b + lo
         GB[(1 + b) % W] = base_at(g_packed, g_nmask, wstart + j - 1) if (j >= 1 and j <= wlen) else 4
     go = gap_open + gap_ext
+    lbest = NEG
+    li = 0
+    lj = 0
+    ls = 0
     for i in range(1, n + 1):
         qb = q[qoff + i - 1]
         j = i + lo + W - 1
@@ -548,6 +559,10 @@ def banded_global_score(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, matc
         slot = i % W
         h_left = NEG
         e_left = NEG
+        l_left = NEG
+        le_left = NEG
+        ls_left = 0
+        les_left = 0
         jfirst = i + lo
         inside = jfirst >= 1 and jfirst + W - 1 <= wlen   # the whole band row lies in the window
         for b in range(W):
@@ -560,28 +575,79 @@ def banded_global_score(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, matc
                 h = NEG
                 e = NEG
                 f = NEG
+                lh = NEG
+                le = NEG
+                lf = NEG
+                lhs = 0
+                les = 0
+                lfs = 0
             elif not inside and j == 0:
                 e = NEG
                 f = NEG
                 h = -(gap_open + gap_ext * i)
+                lh = 0
+                le = NEG
+                lf = NEG
+                lhs = i
+                les = 0
+                lfs = 0
             else:
+                s = match if (qb == rb and qb < 4) else -mismatch
                 e = max(h_left - go, e_left - gap_ext)
                 f = max(H[b + 1] - go, F[b + 1] - gap_ext)
-                h = H[b] + (match if (qb == rb and qb < 4) else -mismatch)
+                h = H[b] + s
                 if e > h:
                     h = e
                 if f > h:
                     h = f
+                le = l_left - go            # local: banded_dp's order of choices, start rows with them
+                les = ls_left
+                if le_left - gap_ext > le:
+                    le = le_left - gap_ext
+                    les = les_left
+                lf = L[b + 1] - go
+                lfs = LS[b + 1]
+                if LF[b + 1] - gap_ext > lf:
+                    lf = LF[b + 1] - gap_ext
+                    lfs = LFS[b + 1]
+                lh = L[b] + s
+                lhs = LS[b]
+                if le > lh:
+                    lh = le
+                    lhs = les
+                if lf > lh:
+                    lh = lf
+                    lhs = lfs
+                if lh <= 0:
+                    lh = 0
+                    lhs = i
+                if lh > lbest:
+                    lbest = lh
+                    li = i
+                    lj = j
+                    ls = lhs
             if h < NEG:
                 h = NEG
             if e < NEG:
                 e = NEG
             if f < NEG:
                 f = NEG
+            if le < NEG:
+                le = NEG
+            if lf < NEG:
+                lf = NEG
             H[b] = h
             F[b] = f
             h_left = h
             e_left = e
+            L[b] = lh
+            LF[b] = lf
+            LS[b] = lhs
+            LFS[b] = lfs
+            l_left = lh
+            le_left = le
+            ls_left = lhs
+            les_left = les
     best = NEG
     bi = 0
     bj = 0
@@ -594,35 +660,44 @@ def banded_global_score(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, matc
     res[0] = best
     res[1] = bi
     res[2] = bj
-    res[3] = 0
+    res[3] = lbest
+    res[4] = li
+    res[5] = lj
+    res[6] = ls
 
 
 @njit(cache=True)
 def extend_pair_cpu(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
-                    match, mismatch, gap_open, gap_ext, clip_penalty, H, F, HS, FS, GB, tb, res, win, out):
-    """extend_pair with banded_global_score for the end-to-end banded_dp: the same row of out (the CPU
-    backend's; tests hold the two equal). Only that call differs: the local alignment is banded_dp's."""
+                    match, mismatch, gap_open, gap_ext, clip_penalty, H, F, L, LF, HS, FS, GB, tb, res, win, out):
+    """extend_pair with its two banded_dp calls made in one pass (banded_scores_cpu): the same row of
+    out (the CPU backend's; tests hold the two equal). res needs 7 entries; L and LF are two more band
+    rows."""
     window_of(key, n, t, c_off, c_end, gsize, win)
     out[x, EXT_WINDOW] = win[0]
     out[x, EXT_C0] = win[2]
     q = rc_codes if win[3] == 1 else codes
+    both = False
     if ungapped_decides(q, qoff, n, win[0], win[1], win[2], t, match, mismatch, gap_open, gap_ext, g_packed, g_nmask,
                         res):
         score = n * match - res[1] * (match + mismatch)
         end_col = res[0] + n
     else:
-        banded_global_score(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, match, mismatch, gap_open,
-                            gap_ext, H, F, GB, res)
+        banded_scores_cpu(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, match, mismatch, gap_open,
+                          gap_ext, H, F, L, LF, HS, FS, GB, res)
         score = res[0]
         end_col = res[2]
+        both = True
     out[x, EXT_SCORE] = score
     out[x, EXT_END_COL] = end_col
     if not local_may_win(q, qoff, n, win[0], win[1], win[2], t, score, match, mismatch, gap_open, gap_ext, clip_penalty,
                          g_packed, g_nmask):
         skip_local(out, x, n)
         return
-    banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
-              match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB, tb, 0, False, res)
+    if both:
+        res[0:4] = res[3:7]
+    else:
+        banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
+                  match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB, tb, 0, False, res)
     out[x, EXT_LOCAL_SCORE] = res[0]
     out[x, EXT_LOCAL_END_ROW] = res[1]
     out[x, EXT_LOCAL_END_COL] = res[2]
