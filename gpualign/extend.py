@@ -750,9 +750,9 @@ def rescue_align(q, qoff, n, g_packed, g_nmask, wstart, wlen, match, mismatch, g
     mate rescue, where the read's diagonal is unknown anywhere in the window the insert size allows.
 
     Columns (window bases) outer, rows (read bases) inner, so scratch is one column of n+1 cells
-    of H and E at H/E[soff + i * sstride] (per thread contiguous on the CPU, interleaved across
-    threads on the GPU). res[0] = best score (the first maximum in that order), res[1] = its row,
-    res[2] = its column; the read's diagonal is then wstart + res[2] - res[1].
+    of H and E at H/E[soff + i * sstride]. res[0] = best score (the first maximum in that order),
+    res[1] = its row, res[2] = its column; the read's diagonal is then wstart + res[2] - res[1].
+    The CPU backend runs this; the GPU's, with the same results, is backends/rescue_block.py.
     """
     for i in range(n + 1):
         H[soff + i * sstride] = 0

@@ -431,3 +431,42 @@ def test_ungapped_shortcut_equals_the_dp(backend, rng, scoring):
             assert ops[x, :nops].tolist() == want_ops[:nops].tolist()
             assert lens[x, :nops].tolist() == want_lens[:nops].tolist()
     assert decided > 20   # the shortcut was taken, not only the DP
+
+
+@pytest.mark.parametrize("threads", [1, 3, 8])
+def test_the_gpus_rescue_gives_rescue_aligns_results(monkeypatch, rng, threads):
+    """cuda.rescue_stage (a block a task: stripes of rows a column apart, rescue_block.py) against
+    extend.rescue_align on the host: score, row and column of the first maximum, for reads shorter
+    than the block, N in read and window, two-letter repeats (tied maxima), and more tasks than blocks."""
+    from gpualign.backends import cuda, launch
+    from gpualign.reads import encode_reads
+    monkeypatch.setattr(launch, "RESCUE_THREADS", threads)
+    monkeypatch.setattr(cuda, "RESCUE_BLOCKS", 5)
+    text = "".join(rng.choice(list("ACGT"), size=700)) + "AC" * 60 + "".join(rng.choice(list("ACGTN"), size=200))
+    genome = genome_from_text([text])
+    seqs = []
+    for i in range(14):
+        n = int(rng.integers(1, 60))
+        p = int(rng.integers(0, len(text) - n))
+        s = list(text[p:p + n].replace("N", "A"))
+        for _ in range(int(rng.integers(0, 4))):   # substitutions and an N now and then
+            s[int(rng.integers(n))] = str(rng.choice(list("ACGTN")))
+        seqs.append("".join(s).encode())
+    reads = encode_reads([f"r{i}".encode() for i in range(len(seqs))], seqs, [b"I" * len(s) for s in seqs], 8)
+    m = 20
+    task_read = rng.integers(0, len(seqs), size=m)
+    task_strand = rng.integers(0, 2, size=m)
+    task_len = rng.integers(1, 150, size=m)
+    task_start = np.array([int(rng.integers(0, len(text) - w)) for w in task_len])
+    task_start[:3] = 700   # the repeat: many equal maxima
+    got = cuda.rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, P)
+    for x in range(m):
+        r = task_read[x]
+        q = reads.rc_codes if task_strand[x] == 1 else reads.codes
+        n = reads.read_off[r + 1] - reads.read_off[r]
+        want = np.zeros(3, dtype=np.int64)
+        H, E = np.empty(n + 1, dtype=np.int32), np.empty(n + 1, dtype=np.int32)
+        extend.rescue_align(q, reads.read_off[r], n, genome.packed, genome.nmask, task_start[x], task_len[x],
+                            P.match, P.mismatch, P.gap_open, P.gap_extend, H, E, 0, 1, want)
+        assert got[x].tolist() == want.tolist(), x
+    assert (got[:, 0] > 0).sum() >= m // 2   # not a vacuous comparison

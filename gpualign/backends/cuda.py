@@ -28,6 +28,7 @@ NAME = "cuda"
 # Mapping threads, each with its own stream: one batch's host work overlaps the others' GPU work.
 # On the H100 (10 M reads, 5 Mbp): 1 in flight 31.7 s, 2 27.4 s, 3 22.3 s (BENCHMARKS.md).
 BATCHES_IN_FLIGHT = 3
+RESCUE_BLOCKS = 16384        # blocks of a rescue launch, a task a block at a time
 RESEED_CHUNK = 16384         # reads re-seeded per launch: 128 KB of hit scratch each, 2 GB per thread
 K = gpu.Kernels("cuda_kernels")   # the kernels (cuda_kernels.py), as gpu.py hands them out
 
@@ -289,16 +290,18 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
 
 
 def rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p):
+    """rescue_align of each task, a block of threads a task (rescue_block.py)."""
     m = len(task_read)
-    rows = int(reads.lengths.max(initial=0)) + 1
-    H = _empty("rescue H", max(m, 1) * rows, np.int32)   # initialised by the kernel
-    E = _empty("rescue E", max(m, 1) * rows, np.int32)
+    threads = launch.RESCUE_THREADS
+    if -(-int(reads.lengths.max(initial=0)) // threads) > launch.RESCUE_MAX_ROWS:   # each thread's rows must fit
+        raise ValueError(f"rescue: reads of {reads.lengths.max()} bases need more than {threads} threads a block")
     out = _empty("rescue", (max(m, 1), RESCUE_COLUMNS), np.int64)
     tasks = [_upload(name, np.asarray(a, dtype=np.int64)) for name, a in
              (("task_read", task_read), ("task_strand", task_strand), ("task_start", task_start), ("task_len", task_len))]
-    _launch(K._rescue_kernel, m, *tasks, *_read_arrays(reads, "codes", "rc_codes", "read_off"),
-            _on_device(genome.packed), _on_device(genome.nmask), p.match, p.mismatch, p.gap_open, p.gap_extend,
-            H, E, out)
+    if m:
+        _launch_blocks(K._rescue_block_kernel, min(m, RESCUE_BLOCKS), threads, *tasks,
+                       *_read_arrays(reads, "codes", "rc_codes", "read_off"), _on_device(genome.packed),
+                       _on_device(genome.nmask), p.match, p.mismatch, p.gap_open, p.gap_extend, out)
     return _fetch(out[:m])[0]
 
 

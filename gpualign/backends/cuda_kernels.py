@@ -22,6 +22,8 @@ from numba.cuda.core import config as cuda_core_config
 from .. import choose, encode, extend, seed
 from ..extend import RESCUE_COL, RESCUE_ROW, RESCUE_SCORE
 from ..options import MAX_INDELS
+from . import rescue_block as rb
+from .rescue_block import BOUNDARY, LANES_BEST, MAX_ROWS
 
 # A run's last batch is small by nature; numba-cuda would warn about its low occupancy every time.
 cuda_core_config.CUDA_LOW_OCCUPANCY_WARNINGS = False
@@ -34,7 +36,7 @@ _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read
            extend: ["window_of", "mismatches_below", "ungapped_most", "ungapped_most_one_gap", "is_mismatch",
                     "rows_from_start", "first_row_to_end", "one_gap_below", "ungapped_best", "ungapped_decides",
                     "banded_dp", "local_can_win", "best_clipped_segment", "local_may_win", "skip_local",
-                    "push_op", "traceback", "extend_pair", "trace_pair", "rescue_align"],
+                    "push_op", "traceback", "extend_pair", "trace_pair"],
            choose: ["locus_scores", "mapq_of", "choose_one", "place_exact_copy"]}
 
 
@@ -57,7 +59,6 @@ d_exact_hits = _dev["exact_hits"]
 d_find_candidates = _dev["find_candidates"]
 d_extend_pair = _dev["extend_pair"]
 d_trace_pair = _dev["trace_pair"]
-d_rescue_align = _dev["rescue_align"]
 
 
 @cuda.jit(cache=True)
@@ -125,19 +126,29 @@ def _trace_kernel(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_pac
 
 
 @cuda.jit(cache=True)
-def _rescue_kernel(task_read, task_strand, task_start, task_len, codes, rc_codes, read_off, g_packed, g_nmask,
-                   match, mismatch, gap_open, gap_ext, H, E, out):
-    x = cuda.grid(1)
-    m = task_read.shape[0]
-    if x >= m:
-        return
-    r = task_read[x]
+def _rescue_block_kernel(task_read, task_strand, task_start, task_len, codes, rc_codes, read_off, g_packed, g_nmask,
+                         match, mismatch, gap_open, gap_ext, out):
+    """rescue_align of each task, a block a task (rescue_block.py), tasks in turn across the grid."""
+    up_h = cuda.shared.array(BOUNDARY, dtype=np.int32)
+    up_f = cuda.shared.array(BOUNDARY, dtype=np.int32)
+    lanes_best = cuda.shared.array(LANES_BEST, dtype=np.int64)
+    hc = cuda.local.array(MAX_ROWS, dtype=np.int32)
+    ec = cuda.local.array(MAX_ROWS, dtype=np.int32)
+    best = cuda.local.array(3, dtype=np.int64)
     res = cuda.local.array(3, dtype=np.int64)
-    # scratch cell i of task x at [i * m + x]: neighbouring threads touch neighbouring words
-    d_rescue_align(rc_codes if task_strand[x] == 1 else codes, read_off[r], read_off[r + 1] - read_off[r],
-                   g_packed, g_nmask, task_start[x], task_len[x], match, mismatch, gap_open, gap_ext,
-                   H, E, x, m, res)
-    out[x, RESCUE_SCORE] = res[0]
-    out[x, RESCUE_ROW] = res[1]
-    out[x, RESCUE_COL] = res[2]
-
+    lane = cuda.threadIdx.x
+    for x in range(cuda.blockIdx.x, task_read.shape[0], cuda.gridDim.x):
+        r = task_read[x]
+        rb.sw_stripes(rc_codes if task_strand[x] == 1 else codes, read_off[r], read_off[r + 1] - read_off[r],
+                      g_packed, g_nmask, task_start[x], task_len[x], match, mismatch, gap_open, gap_ext, hc, ec,
+                      up_h, up_f, best)
+        lanes_best[lane, 0] = best[0]
+        lanes_best[lane, 1] = best[1]
+        lanes_best[lane, 2] = best[2]
+        cuda.syncthreads()
+        if lane == 0:
+            rb.first_best(lanes_best, res)
+            out[x, RESCUE_SCORE] = res[0]
+            out[x, RESCUE_ROW] = res[1]
+            out[x, RESCUE_COL] = res[2]
+        cuda.syncthreads()   # the shared arrays are the next task's
