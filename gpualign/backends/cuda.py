@@ -293,6 +293,8 @@ def rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p)
     """rescue_align of each task, a block of threads a task (rescue_block.py)."""
     m = len(task_read)
     threads = launch.RESCUE_THREADS
+    if not 1 <= threads <= 32:   # the kernel's shared arrays hold a warp
+        raise ValueError(f"rescue: {threads} threads a block; 1 to 32 are supported")
     if -(-int(reads.lengths.max(initial=0)) // threads) > launch.RESCUE_MAX_ROWS:   # each thread's rows must fit
         raise ValueError(f"rescue: reads of {reads.lengths.max()} bases need more than {threads} threads a block")
     out = _empty("rescue", (max(m, 1), RESCUE_COLUMNS), np.int64)
