@@ -23,8 +23,9 @@ memory as the pipeline uses it).
 
 Cell counting for GCUPS: one DP pass over a read of n bases with band half-width t computes
 n * (2t+1) cells (extend.banded_dp loops i = 1..n, b = 0..2t, whether or not the cell falls inside
-the window). _extend_kernel runs the semi-global (NW) pass for every pair and the local (SW) pass
-only when extend.local_can_win; its cells are counted per pair as n*(2t+1) * (1 + [SW pass ran]),
+the window). The extension (_open_pairs_kernel, then _close_pairs_kernel or, for t > NARROW_T,
+_close_wide_pairs_kernel on the pairs the first leaves open) runs the semi-global (NW) pass for every
+pair the ungapped test does not settle and the local (SW) pass only where it could win; its cells are counted per pair as n*(2t+1) * (1 + [SW pass ran]),
 the SW pass detected from out[:, 2] != NEG (extend.skip_local). _trace_kernel runs one NW pass
 with traceback bytes, counted n*(2t+1); the traceback walk itself is not counted as cells.
 
@@ -645,14 +646,26 @@ def window_bytes(t):
 
 
 def bench_extend(clock, res, pairs, d_codes, dg, genome, t):
-    """_extend_kernel (NW, then SW where it could win) on true placements: GCUPS."""
+    """The extension's two kernels (NW, then SW where it could win) on true placements: GCUPS."""
     p = MapParams(max_indels=t)
     P = len(pairs.read)
     W = 2 * t + 1
     (d_read, d_key), h2d = upload(clock, [pairs.read, pairs.key])
     out = cuda.device_array((P, 8), dtype=np.int64)
-    run = launch(gcuda._extend_kernel, P, d_read, d_key, *d_codes, *dg, genome.size, t, p.match, p.mismatch,
-                 p.gap_open, p.gap_extend, p.clip_penalty, cuda.to_device(np.zeros(1, dtype=np.uint8)), out)
+    count, nopen, opened = cuda.to_device(np.array([P], np.int64)), cuda.device_array(1, np.int64), \
+        cuda.device_array(P, np.int64)
+    at = (*d_codes, *dg, genome.size, t, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty)
+    narrow = t <= cuda_config.NARROW_T
+    close = gcuda._close_pairs_kernel if narrow else gcuda._close_wide_pairs_kernel
+    threads = cuda_config.CLOSE_THREADS if narrow else cuda_config.THREADS_PER_BLOCK
+    open_pairs = launch(gcuda._open_pairs_kernel, P, count, d_read, d_key, *at, out, nopen, opened)
+    close_pairs = launch(close, min(P, cuda_config.CLOSE_BLOCKS * threads), nopen, opened, d_read, d_key, *at,
+                         cuda.to_device(np.zeros(1, dtype=np.uint8)), out, threads=threads)
+
+    def run():
+        nopen.copy_to_device(np.zeros(1, np.int64))
+        open_pairs()
+        close_pairs()
     ms, warm = clock.kernel(run)
     (h_out,), d2h = download(clock, [out])
     local = h_out[:, 2] > extend.NEG // 2
@@ -662,7 +675,7 @@ def bench_extend(clock, res, pairs, d_codes, dg, genome, t):
                    bytes_=P * (16 + 16 + READ_LEN + window_bytes(t) + 64),
                    ops=nw_cells * OPS["nw_affine"] + sw_cells * OPS["sw_affine"],
                    target=TARGETS["score_only"] if t == 3 else None,
-                   h2d=h2d, d2h=d2h, warmup_s=warm, **resources(gcuda._extend_kernel),
+                   h2d=h2d, d2h=d2h, warmup_s=warm, **resources(close),
                    share_sw_pass=float(local.mean()), mean_nw_score=float(h_out[:, 0].mean()),
                    share_nw_at_least_min_score=float(np.mean(h_out[:, 0] >= p.min_score)))
 

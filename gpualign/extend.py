@@ -496,7 +496,9 @@ def extend_pair(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_en
                 match, mismatch, gap_open, gap_ext, clip_penalty, H, F, HS, FS, GB, tb, res, win, out):
     """Score one read-candidate pair end to end and, if it could be chosen, locally: row x of out
     gets semi-global score and end column; local score, end row, end column, start row; window
-    start; c0. H, F, HS, FS, GB: band scratch of 2t+2; res, win: 4 each; tb is not written."""
+    start; c0. H, F, HS, FS, GB: band scratch of 2t+2; res, win: 4 each; tb is not written.
+    The plain form, the two DPs one after the other: the backends run open_pair and close_pair, which
+    tests hold to its rows."""
     window_of(key, n, t, c_off, c_end, gsize, win)
     out[x, EXT_WINDOW] = win[0]
     out[x, EXT_C0] = win[2]
@@ -525,15 +527,16 @@ def extend_pair(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_en
 
 
 @njit(cache=True)
-def banded_scores_cpu(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, match, mismatch, gap_open, gap_ext,
-                      H, F, L, LF, LS, LFS, GB, res):
+def banded_scores(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, match, mismatch, gap_open, gap_ext,
+                  H, F, L, LF, LS, LFS, GB, res):
     """banded_dp's end-to-end (local=0) and local (local=1) results in one pass, without traceback, for
-    the CPU: res[0:3] the first's score, end row and end column, res[3:7] the second's score, end row,
+    close_pair: res[0:3] the first's score, end row and end column, res[3:7] the second's score, end row,
     end column and start row. Nearly every extension the ungapped test leaves open needs both, and one
     pass shares the band's genome bases, read base and match score, the loop and the bounds checks
     (checked only in rows the band leaves the window): 26 -> 19 us a 100-base read (t = 10) against the
-    two separate calls. H, F (end-to-end) and L, LF, LS, LFS (local, with start rows) are band rows as
-    banded_dp's. The GPU keeps banded_dp: one function whose rows stay in registers."""
+    two separate calls on the CPU; on the GPU, 14.3 -> 6.7 ms for the extensions of 100 k Mason reads of chrX
+    with the open pairs listed apart (BENCHMARKS.md). H, F (end-to-end) and L, LF, LS, LFS (local, with start
+    rows) are band rows as banded_dp's."""
     W = 2 * t + 1
     lo = c0 - t
     for b in range(W + 1):
@@ -666,35 +669,53 @@ def banded_scores_cpu(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, match,
     res[6] = ls
 
 
+# What open_pair leaves to close_pair: nothing; the end-to-end and local DPs (banded_scores); the local DP only.
+PAIR_DONE, PAIR_BOTH_DPS, PAIR_LOCAL_DP = 0, 1, 2
+
+
 @njit(cache=True)
-def extend_pair_cpu(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
-                    match, mismatch, gap_open, gap_ext, clip_penalty, H, F, L, LF, HS, FS, GB, tb, res, win, out):
-    """extend_pair with its two banded_dp calls made in one pass (banded_scores_cpu): the same row of
-    out (the CPU backend's; tests hold the two equal). res needs 7 entries; L and LF are two more band
-    rows."""
+def open_pair(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
+              match, mismatch, gap_open, gap_ext, clip_penalty, res, win, out):
+    """extend_pair's row x of out as far as it goes without dynamic programming: the window, and where
+    the ungapped test decides the end-to-end alignment, its score and whether a local one could win.
+    Returns what close_pair must still do (PAIR_*). Nearly all pairs the ungapped test leaves open
+    need both DPs; the GPU runs those together, apart from the pairs that need none."""
     window_of(key, n, t, c_off, c_end, gsize, win)
     out[x, EXT_WINDOW] = win[0]
     out[x, EXT_C0] = win[2]
     q = rc_codes if win[3] == 1 else codes
-    both = False
-    if ungapped_decides(q, qoff, n, win[0], win[1], win[2], t, match, mismatch, gap_open, gap_ext, g_packed, g_nmask,
-                        res):
-        score = n * match - res[1] * (match + mismatch)
-        end_col = res[0] + n
-    else:
-        banded_scores_cpu(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, match, mismatch, gap_open,
-                          gap_ext, H, F, L, LF, HS, FS, GB, res)
-        score = res[0]
-        end_col = res[2]
-        both = True
+    if not ungapped_decides(q, qoff, n, win[0], win[1], win[2], t, match, mismatch, gap_open, gap_ext, g_packed,
+                            g_nmask, res):
+        return PAIR_BOTH_DPS
+    score = n * match - res[1] * (match + mismatch)
     out[x, EXT_SCORE] = score
-    out[x, EXT_END_COL] = end_col
-    if not local_may_win(q, qoff, n, win[0], win[1], win[2], t, score, match, mismatch, gap_open, gap_ext, clip_penalty,
-                         g_packed, g_nmask):
-        skip_local(out, x, n)
-        return
-    if both:
-        res[0:4] = res[3:7]
+    out[x, EXT_END_COL] = res[0] + n
+    if local_may_win(q, qoff, n, win[0], win[1], win[2], t, score, match, mismatch, gap_open, gap_ext, clip_penalty,
+                     g_packed, g_nmask):
+        return PAIR_LOCAL_DP
+    skip_local(out, x, n)
+    return PAIR_DONE
+
+
+@njit(cache=True)
+def close_pair(x, kind, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
+               match, mismatch, gap_open, gap_ext, clip_penalty, H, F, L, LF, HS, FS, GB, tb, res, win, out):
+    """The rest of extend_pair's row x after open_pair returned kind: the end-to-end and local DPs in
+    one pass (banded_scores), the local one kept only where it could win; or the local DP alone. H, F, L,
+    LF, HS, FS, GB: band rows of 2t+2; res needs 7 entries; tb is not written."""
+    window_of(key, n, t, c_off, c_end, gsize, win)
+    q = rc_codes if win[3] == 1 else codes
+    if kind == PAIR_BOTH_DPS:
+        banded_scores(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, match, mismatch, gap_open, gap_ext,
+                      H, F, L, LF, HS, FS, GB, res)
+        out[x, EXT_SCORE] = res[0]
+        out[x, EXT_END_COL] = res[2]
+        if not local_may_win(q, qoff, n, win[0], win[1], win[2], t, res[0], match, mismatch, gap_open, gap_ext,
+                             clip_penalty, g_packed, g_nmask):
+            skip_local(out, x, n)
+            return
+        for v in range(4):
+            res[v] = res[3 + v]
     else:
         banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, 1,
                   match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB, tb, 0, False, res)
@@ -702,6 +723,18 @@ def extend_pair_cpu(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, 
     out[x, EXT_LOCAL_END_ROW] = res[1]
     out[x, EXT_LOCAL_END_COL] = res[2]
     out[x, EXT_LOCAL_START_ROW] = res[3]
+
+
+@njit(cache=True)
+def extend_pair_cpu(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
+                    match, mismatch, gap_open, gap_ext, clip_penalty, H, F, L, LF, HS, FS, GB, tb, res, win, out):
+    """extend_pair's row x by open_pair and close_pair, a pair at a time (the GPU gathers the pairs
+    open_pair leaves open into a list of their own); tests hold the two equal."""
+    kind = open_pair(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
+                     match, mismatch, gap_open, gap_ext, clip_penalty, res, win, out)
+    if kind != PAIR_DONE:
+        close_pair(x, kind, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
+                   match, mismatch, gap_open, gap_ext, clip_penalty, H, F, L, LF, HS, FS, GB, tb, res, win, out)
 
 
 @njit(cache=True)

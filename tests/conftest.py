@@ -81,6 +81,8 @@ def backend(request, monkeypatch):
     from gpualign.backends import cpu, cuda, launch
     if request.param == "cuda":
         monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 4)
+        monkeypatch.setattr(launch, "CLOSE_THREADS", 4)
+        monkeypatch.setattr(launch, "CLOSE_BLOCKS", 2)
         return cuda
     return cpu
 

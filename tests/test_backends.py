@@ -78,8 +78,8 @@ def test_a_trace_puts_every_kernel_launch_on_the_gpu_timeline(monkeypatch, world
     map_reads(genome, index, batch, str(tmp_path / "out.bam"), P, backend_name="cuda", threads=2, log=lambda msg: None)
     gpu = [line.split("\t")[1] for line in path.read_text().splitlines() if line.startswith("GPU\t")]
     assert len(gpu) == sum(launches) > 0
-    assert {"GPU exact_kernel", "GPU seed_kernel", "GPU pairs_kernel", "GPU extend_pairs_kernel",
-            "GPU choose_kernel"} <= set(gpu)
+    assert {"GPU exact_kernel", "GPU seed_kernel", "GPU pairs_kernel", "GPU open_pairs_kernel",
+            "GPU close_pairs_kernel", "GPU choose_kernel"} <= set(gpu)
 
 
 def test_stages_are_handed_out_checked(monkeypatch, world):

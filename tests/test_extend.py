@@ -62,8 +62,8 @@ def test_banded_dp_matches_full_matrix_reference(local, rng):
             assert tuple(int(v) for v in res) == want, (q, ref, c0, t, local)
 
 
-def test_the_cpus_one_pass_dp_gives_banded_dps_results(rng):
-    """banded_scores_cpu (the CPU backend's extension: end-to-end and local in one pass) gives banded_dp's
+def test_the_one_pass_dp_gives_banded_dps_results(rng):
+    """banded_scores (the extension's end-to-end and local DPs in one pass) gives banded_dp's
     four results for local=0 and for local=1, on the random cases above and on reads of up to 150 bases
     in wider bands, some of them from two-letter repeats (where paths tie and the start row depends on
     which one is kept)."""
@@ -85,7 +85,7 @@ def test_the_cpus_one_pass_dp_gives_banded_dps_results(rng):
         res = np.zeros(7, dtype=np.int64)
         scoring = (SCORING["match"], SCORING["mismatch"], SCORING["gap_open"], SCORING["gap_ext"])
         args = (np.array(q, dtype=np.uint8), 0, len(q), genome.packed, genome.nmask, 0, len(ref), c0, t, *scoring)
-        extend.banded_scores_cpu(*args, *rows, GB, res)
+        extend.banded_scores(*args, *rows, GB, res)
         assert res[:3].tolist() == want[0][:3] and want[0][3] == 0, (q, ref, c0, t)
         assert res[3:].tolist() == want[1], (q, ref, c0, t)
 
@@ -204,10 +204,12 @@ def test_rescue_stage_matches_full_matrix_smith_waterman(backend, world):
         assert tuple(out[x]) == want, (x, q, ref)
 
 
-def near_exact_world(rng):
+def near_exact_world(rng, clipped_ends=False):
     """Contigs where the ungapped shortcut decides often and ties are common: random sequence, a
     tandem repeat with a short period (the read fits several diagonals), and N runs; reads with
-    0-3 substitutions (sometimes an indel) on either strand, keys on or near their true diagonal."""
+    0-3 substitutions (sometimes an indel) on either strand, keys on or near their true diagonal.
+    clipped_ends: half the reads get two more substitutions in their last four bases instead, where
+    a local alignment may win over an ungapped end-to-end one."""
     period = int(rng.integers(1, 7))
     unit = "".join(rng.choice(list("ACGT"), size=period))
     tandem = list((unit * (400 // period + 1))[:400])
@@ -225,9 +227,13 @@ def near_exact_world(rng):
         n = int(rng.integers(15, 61))
         pos = int(rng.integers(-4, len(seqs[c]) - n + 5))        # a few hang over a contig end
         seg = list(seqs[c][max(pos, 0):pos + n].ljust(n, "A"))
-        for x in rng.integers(0, n, size=int(rng.integers(0, 4))):
-            seg[x] = "ACGTN"[rng.integers(5)]
-        if rng.random() < 0.15:
+        if clipped_ends and i % 2:
+            for x in rng.integers(n - 4, n, size=2):
+                seg[x] = "ACGT"[("ACGTN".index(seg[x]) + 1) % 4]
+        else:
+            for x in rng.integers(0, n, size=int(rng.integers(0, 4))):
+                seg[x] = "ACGTN"[rng.integers(5)]
+        if rng.random() < 0.15 and not (clipped_ends and i % 2):
             del seg[int(rng.integers(n))]
         read, strand = "".join(seg), int(rng.integers(2))
         if strand:
@@ -239,6 +245,35 @@ def near_exact_world(rng):
         keys.append(strand * encode.STRAND_BIT + encode.DIAG_BIAS + diag)
     from gpualign.reads import encode_reads
     return genome, encode_reads(names, reads, quals, 8), np.array(keys, dtype=np.int64)
+
+
+@pytest.mark.parametrize("t", [4, 12])   # on the GPU: band rows in shared memory, and (t > NARROW_T) local memory
+def test_extend_stage_gives_extend_pairs_rows(backend, rng, t):
+    """The backends' extension (open_pair for every pair, then close_pair for the pairs it leaves open,
+    which the GPU lists apart) writes extend_pair's rows, the two DPs run one after the other: on pairs
+    the ungapped test settles, pairs that need only the local DP and pairs that need both."""
+    p = MapParams(max_indels=t)
+    W = 2 * t + 2
+    kinds = set()
+    for _ in range(2):
+        genome, batch, near = near_exact_world(rng, clipped_ends=True)
+        n = len(batch)
+        wrong = encode.DIAG_BIAS + rng.integers(-5, genome.size, size=n) + encode.STRAND_BIT * rng.integers(2, size=n)
+        pair_read = np.concatenate([np.arange(n), np.arange(n)])
+        pair_key = np.concatenate([near, wrong]).astype(np.int64)
+        got = backend.extend_stage(batch, genome, pair_read, pair_key, p)
+        want = np.zeros_like(got)
+        seen = np.zeros_like(got)
+        rows = [np.zeros(W, np.int32) for _ in range(4)]
+        GB, tb = np.zeros(W, np.uint8), np.zeros(1, np.uint8)
+        args = lambda x: (x, pair_key[x], batch.codes, batch.rc_codes, batch.read_off[pair_read[x]],   # noqa: E731
+                          batch.lengths[pair_read[x]], genome.packed, genome.nmask, genome.offsets, genome.ends,
+                          genome.size, t, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty)
+        for x in range(len(pair_read)):
+            extend.extend_pair(*args(x), *rows, GB, tb, np.zeros(4, np.int64), np.zeros(4, np.int64), want)
+            kinds.add(extend.open_pair(*args(x), np.zeros(4, np.int64), np.zeros(4, np.int64), seen))
+        assert np.array_equal(got, want)
+    assert kinds == {extend.PAIR_DONE, extend.PAIR_BOTH_DPS, extend.PAIR_LOCAL_DP}
 
 
 def near_read(rng, m, t_max, n_hi, two_letter, changes, insertions):

@@ -83,7 +83,7 @@ def _extend(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c
     for x in prange(pair_read.shape[0]):
         r = pair_read[x]
         H, F, HS, FS, GB = _band_scratch(2 * t + 1)
-        rows = np.empty((2, 2 * t + 2), dtype=np.int32)   # the local rows of banded_scores_cpu
+        rows = np.empty((2, 2 * t + 2), dtype=np.int32)   # the local rows of banded_scores
         extend_pair_cpu(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed,
                         g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
                         H, F, rows[0], rows[1], HS, FS, GB, np.empty(1, dtype=np.uint8), np.zeros(7, dtype=np.int64),

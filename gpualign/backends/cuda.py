@@ -259,12 +259,28 @@ def candidate_stage(reads, sel, index, p):
 def extend_stage(reads, genome, pair_read, pair_key, p):
     m = len(pair_read)
     out = _empty("extension", (max(m, 1), EXT_COLUMNS), np.int64)   # every column written
-    _launch(K._extend_kernel, m, _upload("pair_read", np.asarray(pair_read, dtype=np.int64)),
-            _upload("pair_key", np.asarray(pair_key, dtype=np.int64)),
-            *_read_arrays(reads, "codes", "rc_codes", "read_off"), *_genome_args(genome), genome.size,
-            p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty,
-            _empty("no traceback", 1, np.uint8), out)   # the extension kernel leaves it alone
+    counters = _upload("extension counters", np.array([m, 0], dtype=np.int64))
+    extend_on_device(m, counters[:1], _upload("pair_read", np.asarray(pair_read, dtype=np.int64)),
+                     _upload("pair_key", np.asarray(pair_key, dtype=np.int64)),
+                     _read_arrays(reads, "codes", "rc_codes", "read_off"), genome, p, out, counters[1:])
     return _fetch(out[:m])[0]
+
+
+def extend_on_device(bound, count, pair_read, pair_key, read_arrays, genome, p, out, nopen):
+    """Rows of out for the first count[-1] (at most bound) pairs, device arrays: open_pair for every
+    pair, then close_pair for those it left open, listed with the zeroed counter nopen. The DPs run
+    with their band rows in shared memory where the band is narrow (t <= launch.NARROW_T)."""
+    if bound == 0:
+        return
+    t, opened = p.max_indels, _empty("open pairs", bound, np.int64)
+    scoring = (t, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty)
+    at = (*read_arrays, *_genome_args(genome), genome.size, *scoring)
+    _launch(K._open_pairs_kernel, bound, count, pair_read, pair_key, *at, out, nopen, opened)
+    narrow = t <= launch.NARROW_T
+    threads = launch.CLOSE_THREADS if narrow else launch.THREADS_PER_BLOCK
+    _launch_blocks(K._close_pairs_kernel if narrow else K._close_wide_pairs_kernel,
+                   min(-(-bound // threads), launch.CLOSE_BLOCKS), threads, nopen, opened, pair_read, pair_key, *at,
+                   _empty("no traceback", 1, np.uint8), out)   # the DPs leave it alone
 
 
 def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):

@@ -20,14 +20,20 @@ from numba import cuda
 from numba.cuda.core import config as cuda_core_config
 
 from .. import choose, encode, extend, seed
-from ..extend import RESCUE_COL, RESCUE_ROW, RESCUE_SCORE
+from ..extend import PAIR_DONE, RESCUE_COL, RESCUE_ROW, RESCUE_SCORE
 from ..options import MAX_INDELS
+from .launch import CLOSE_THREADS, NARROW_T
 from . import rescue_block as rb
 from .rescue_block import BOUNDARY, LANES_BEST, MAX_ROWS
 
 # A run's last batch is small by nature; numba-cuda would warn about its low occupancy every time.
 cuda_core_config.CUDA_LOW_OCCUPANCY_WARNINGS = False
 MAX_W = 2 * MAX_INDELS + 2   # band row plus one, for the local-memory arrays of the DP
+# a narrow band's six rows (close_pair's H, F, L, LF, HS, FS) for each thread of a block, in shared memory: 2t + 2
+# cells a row padded to an odd count, so that the threads of a warp reading cell b hit 32 different banks
+ROW_STRIDE = 2 * NARROW_T + 3
+NARROW_ROWS = (6, CLOSE_THREADS, ROW_STRIDE)
+NARROW_BASES = (CLOSE_THREADS, ROW_STRIDE)
 
 # the per-read functions the kernels call, and the modules that define them
 _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read"],
@@ -35,8 +41,8 @@ _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read
                   "merge_sort_runs", "vote_clusters", "find_candidates", "kept_candidates", "left_out_well_supported"],
            extend: ["window_of", "mismatches_below", "ungapped_most", "ungapped_most_one_gap", "is_mismatch",
                     "rows_from_start", "first_row_to_end", "one_gap_below", "ungapped_best", "ungapped_decides",
-                    "banded_dp", "local_can_win", "best_clipped_segment", "local_may_win", "skip_local",
-                    "push_op", "traceback", "extend_pair", "trace_pair"],
+                    "banded_dp", "banded_scores", "local_can_win", "best_clipped_segment", "local_may_win",
+                    "skip_local", "open_pair", "close_pair", "push_op", "traceback", "trace_pair"],
            choose: ["locus_scores", "mapq_of", "choose_one", "place_exact_copy"]}
 
 
@@ -57,7 +63,8 @@ _dev = _device_functions()
 d_derive_read = _dev["derive_read"]
 d_exact_hits = _dev["exact_hits"]
 d_find_candidates = _dev["find_candidates"]
-d_extend_pair = _dev["extend_pair"]
+d_open_pair = _dev["open_pair"]
+d_close_pair = _dev["close_pair"]
 d_trace_pair = _dev["trace_pair"]
 
 
@@ -96,18 +103,59 @@ def _candidate_kernel(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_o
 
 
 @cuda.jit(cache=True)
-def _extend_kernel(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize, t,
-                   match, mismatch, gap_open, gap_ext, clip_penalty, tb, out):
+def _open_pairs_kernel(count, pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
+                       t, match, mismatch, gap_open, gap_ext, clip_penalty, out, nopen, opened):
+    """open_pair for each pair (as many threads as there could be pairs; the count is count's last
+    entry), the pairs it leaves open appended to opened as x * 4 + what they need, nopen counting them:
+    the DPs then run in warps whose threads all have one to do."""
     x = cuda.grid(1)
-    if x >= pair_read.shape[0]:
+    if x >= count[count.shape[0] - 1]:
         return
     r = pair_read[x]
-    d_extend_pair(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed, g_nmask,
-                  c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
-                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                  cuda.local.array(MAX_W, dtype=np.uint8), tb,
-                  cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), out)
+    kind = d_open_pair(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed,
+                       g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
+                       cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), out)
+    if kind != PAIR_DONE:
+        opened[cuda.atomic.add(nopen, 0, 1)] = x * 4 + kind
+
+
+@cuda.jit(device=True)
+def d_close_listed(nopen, opened, pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end,
+                   gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty, H, F, L, LF, HS, FS, GB, tb, out):
+    """close_pair for the listed pairs, in turn across the grid."""
+    res = cuda.local.array(7, dtype=np.int64)
+    win = cuda.local.array(4, dtype=np.int64)
+    for y in range(cuda.grid(1), nopen[0], cuda.gridsize(1)):
+        x = opened[y] >> 2
+        r = pair_read[x]
+        d_close_pair(x, opened[y] & 3, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r],
+                     g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
+                     H, F, L, LF, HS, FS, GB, tb, res, win, out)
+
+
+@cuda.jit(cache=True)
+def _close_pairs_kernel(nopen, opened, pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off,
+                        c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty, tb, out):
+    """The listed pairs' DPs for bands of t <= NARROW_T, each thread's band rows in shared memory: 2.1x
+    faster than rows in local memory on the H100, whose L1 cannot hold every resident thread's rows."""
+    rows = cuda.shared.array(NARROW_ROWS, dtype=np.int32)
+    bases = cuda.shared.array(NARROW_BASES, dtype=np.uint8)
+    i = cuda.threadIdx.x
+    d_close_listed(nopen, opened, pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end,
+                   gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty, rows[0, i], rows[1, i], rows[2, i],
+                   rows[3, i], rows[4, i], rows[5, i], bases[i], tb, out)
+
+
+@cuda.jit(cache=True)
+def _close_wide_pairs_kernel(nopen, opened, pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off,
+                             c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty, tb, out):
+    """The listed pairs' DPs for any band up to MAX_INDELS, the rows in local memory."""
+    d_close_listed(nopen, opened, pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end,
+                   gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
+                   cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                   cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                   cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                   cuda.local.array(MAX_W, dtype=np.uint8), tb, out)
 
 
 @cuda.jit(cache=True)

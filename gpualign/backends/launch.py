@@ -6,6 +6,12 @@ RESCUE_THREADS = 32       # threads sharing one mate rescue's rows (cuda_kernels
 RESCUE_MAX_ROWS = 64      # rows of one thread's stripe there: reads up to RESCUE_THREADS times that
 SEED_BLOCK_THREADS = 64   # threads sharing one read's seeding (resident_kernels._seed_block_kernel)
 SCAN_THREADS = 1024   # the one block of an exclusive scan (at most 1024: its shared array)
+# Extension DPs (cuda_kernels._close_pairs_kernel): bands of t <= NARROW_T keep a thread's six band rows in shared
+# memory, CLOSE_THREADS threads a block (the shared rows are sized for that many: patch it smaller only), at most
+# CLOSE_BLOCKS blocks looping over the listed pairs (an H100 holds 132 x 6 such blocks at once).
+NARROW_T = 10
+CLOSE_THREADS = 64
+CLOSE_BLOCKS = 1024
 
 
 def blocks_for(n: int) -> int:

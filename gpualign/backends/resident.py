@@ -7,8 +7,9 @@ The stages are mapper.map_batch's, on the same per-read functions (seed.py, choo
 device functions): exact match; seeding of the reads without two exact hits; re-seeding, at wider
 budgets, of those whose search left out a well supported locus (few reads, thousands of hits each: a
 block of threads a read, seed_block.py); each read's candidate pairs (counted, an exclusive scan for
-where they start, written); extension; loci and choice; traceback.
-Reads are picked for a stage by appending them to a list with an atomic counter. The list's order
+where they start, written); extension (the pairs the ungapped test leaves open listed apart, so
+that their DPs run in warps of their own); loci and choice; traceback.
+Reads (and open pairs) are picked for a stage by appending them to a list with an atomic counter. The list's order
 then varies from run to run, but every output is indexed by read, so no result depends on it.
 Launch sizes come from the host's bounds (reads, reads x candidates a read may keep), with the true
 counts read on the device, so no stage waits for the host.
@@ -33,12 +34,12 @@ def _grid_threads(n):
 
 
 def _batch_on_device(reads):
-    """The batch's codes and, in one upload, its read offsets, word offsets, name hashes and two
-    zeroed list counters; the derived arrays' buffers (the exact kernel fills them), registered as
-    the batch's so that later stages on this thread (cuda.py's) find them."""
+    """The batch's codes and, in one upload, its read offsets, word offsets, name hashes and three
+    zeroed list counters (picked, re-seeded and open pairs); the derived arrays' buffers (the exact
+    kernel fills them), registered as the batch's so that later stages on this thread (cuda.py's) find them."""
     n = len(reads)
     word_off = word_offsets(reads.read_off)
-    ints = np.empty(3 * n + 4, dtype=np.int64)
+    ints = np.empty(3 * n + 5, dtype=np.int64)
     ints[:n + 1] = reads.read_off
     ints[n + 1:2 * n + 2] = word_off
     ints[2 * n + 2:3 * n + 2] = reads.name_hash
@@ -47,7 +48,7 @@ def _batch_on_device(reads):
     arrays = {"reads": reads, "codes": cu._upload("codes", reads.codes), "read_off": on[:n + 1],
               "word_off": on[n + 1:2 * n + 2], **cu._derived_buffers(reads, word_off)}
     cu._state().batch = arrays
-    return arrays, on[2 * n + 2:3 * n + 2], on[3 * n + 2:3 * n + 3], on[3 * n + 3:3 * n + 4]
+    return arrays, on[2 * n + 2:3 * n + 2], on[3 * n + 2:3 * n + 3], on[3 * n + 3:3 * n + 4], on[3 * n + 4:]
 
 
 def _chain(reads, genome, index, p, single_end):
@@ -57,7 +58,7 @@ def _chain(reads, genome, index, p, single_end):
     emax = p.max_exact
     widen = tn.reseed_hits > 0
     stride = p.max_candidates * (tn.reseed_candidates if widen else 1)   # candidate slots a read
-    arrays, name_hash, npicked, nredo = _batch_on_device(reads)
+    arrays, name_hash, npicked, nredo, nopen = _batch_on_device(reads)
     codes, rc_codes, read_off = arrays["codes"], arrays["rc_codes"], arrays["read_off"]
     g = cu._genome_args(genome)
     idx = (cu._on_device(index.offsets), cu._on_device(index.positions))
@@ -93,9 +94,8 @@ def _chain(reads, genome, index, p, single_end):
     cu._launch_block(K._pairs_kernel, launch.SCAN_THREADS, d["per read"], d["counts"], d["exact keys"], emax, d["kept"],
                      d["candidate keys"], stride, d["pair start"], d["pair read"], d["pair key"])
     d["ext"] = cu._empty("extension", (bound, extend.EXT_COLUMNS), np.int64)
-    cu._launch(K._extend_pairs_kernel, bound, d["pair start"], d["pair read"], d["pair key"], codes, rc_codes,
-               read_off, *g, genome.size, t, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty,
-               cu._empty("no traceback", 1, np.uint8), d["ext"])
+    cu.extend_on_device(bound, d["pair start"], d["pair read"], d["pair key"], (codes, rc_codes, read_off), genome, p,
+                        d["ext"], nopen)
 
     for f in ("eff", "raw", "loc", "end", "span"):
         d[f] = cu._empty(f"loci {f}", bound, np.int64)

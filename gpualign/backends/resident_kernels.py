@@ -14,7 +14,7 @@ from ..extend import TR_NOPS
 from . import cuda_kernels as ck
 from . import seed_block as sb
 from .seed_block import MAX_RUNS, MAX_SEEDS
-from .cuda_kernels import MAX_W, d_derive_read, d_exact_hits, d_extend_pair, d_find_candidates, d_trace_pair
+from .cuda_kernels import MAX_W, d_derive_read, d_exact_hits, d_find_candidates, d_trace_pair
 
 d_kept_candidates = ck._dev["kept_candidates"]
 d_left_out = ck._dev["left_out_well_supported"]
@@ -160,22 +160,6 @@ def _pairs_kernel(per_read, counts, ekeys, emax, kept, cand_keys, stride, pair_s
                 pair_key[run + c] = ekeys[r * emax + c]
         run += per_read[r]
         pair_start[r + 1] = run
-
-
-@cuda.jit(cache=True)
-def _extend_pairs_kernel(pair_start, pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end,
-                         gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty, tb, out):
-    """extend_pair for each pair, as many threads as pairs could be; those past the count return."""
-    x = cuda.grid(1)
-    if x >= pair_start[pair_start.shape[0] - 1]:
-        return
-    r = pair_read[x]
-    d_extend_pair(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed, g_nmask,
-                  c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
-                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                  cuda.local.array(MAX_W, dtype=np.uint8), tb,
-                  cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), out)
 
 
 @cuda.jit(cache=True)
