@@ -603,14 +603,15 @@ def bench_exact(clock, res, reads, dg, index, p, order_name, stats):
 
 def sample_seed_hits(reads, sel, index, p, m):
     """Seed hits per read (both strands) of the first m selected reads, from core on the CPU."""
-    hits = np.empty(p.max_hits, dtype=np.int64)
+    hits = np.empty(seed.scratch_words(p.max_hits), dtype=np.int64)
+    order = 2 * p.max_hits   # where the seeds' order goes, as find_candidates puts it
     nh = np.empty(min(m, len(sel)), dtype=np.int64)
     for x in range(len(nh)):
         s = int(reads.read_off[sel[x]])
         c = seed.collect_seed_hits(reads.codes, s, READ_LEN, index.k, 0, index.offsets, index.positions,
-                                   index.max_occ, hits, 0, 0, p.max_hits // 2)
+                                   index.max_occ, hits, 0, 0, p.max_hits // 2, hits, order)
         nh[x] = seed.collect_seed_hits(reads.rc_codes, s, READ_LEN, index.k, 1, index.offsets, index.positions,
-                                       index.max_occ, hits, 0, c, p.max_hits - c)
+                                       index.max_occ, hits, 0, c, p.max_hits - c, hits, order)
     return nh
 
 
@@ -622,7 +623,7 @@ def bench_seeding(clock, res, reads, d_codes, index, p, sel):
     keys = cuda.device_array(m * p.max_candidates, dtype=np.int64)
     votes = cuda.device_array(m * p.max_candidates, dtype=np.int64)
     dropped = cuda.device_array(m, dtype=np.int64)
-    hits = cuda.device_array(m * 2 * p.max_hits, dtype=np.int64)   # hits + merge scratch, as cuda.py
+    hits = cuda.device_array(m * seed.scratch_words(p.max_hits), dtype=np.int64)   # hits, merge and seed scratch
     run = launch(gcuda._candidate_kernel, m, d_sel, *d_codes, index.k, cuda.to_device(index.offsets),
                  cuda.to_device(index.positions), index.max_occ, p.max_indels, hits, p.max_hits,
                  p.max_candidates, ncand, keys, votes, dropped)
@@ -636,7 +637,7 @@ def bench_seeding(clock, res, reads, d_codes, index, p, sel):
                    bytes_=m * (per_read + 16 * mean_nh),
                    ops=m * (2 * READ_LEN * OPS["seed_base"] + sort_work * OPS["seed_hit"]),
                    h2d=h2d, d2h=d2h, warmup_s=warm, **resources(gcuda._candidate_kernel),
-                   seed_hits_per_read=mean_nh, hits_scratch_bytes=int(m * 2 * p.max_hits * 8),
+                   seed_hits_per_read=mean_nh, hits_scratch_bytes=int(m * seed.scratch_words(p.max_hits) * 8),
                    mean_candidates=float(h_ncand.mean()))
 
 

@@ -18,6 +18,8 @@ import numpy as np
 from numba import njit
 
 from .encode import DIAG_BIAS, MASK32, STRAND_BIT, any_n, contig_of, genome_word
+from .options import MIN_K
+from .reads import MAX_READ_LEN
 
 
 @njit(cache=True)
@@ -81,45 +83,56 @@ def seed_offset(s, n, k):
     return o
 
 
+# A read's seeds of one strand, at most: the longest read (reads.MAX_READ_LEN) cut at the smallest k.
+MAX_SEEDS = (MAX_READ_LEN + MIN_K - 1) // MIN_K
+
+
 @njit(cache=True)
-def collect_seed_hits(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, nh, budget):
+def scratch_words(hmax):
+    """int64 words of find_candidates' scratch for a hit budget of hmax: the hits, the merge sort's
+    second buffer, and one strand's seeds in the order they are taken."""
+    return 2 * hmax + MAX_SEEDS
+
+
+@njit(cache=True)
+def collect_seed_hits(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, nh, budget, order, ooff):
     """Add the diagonals of one strand's seed hits to hits[hoff + nh ...], rarest seeds first.
 
     Seeds are taken in order of bin size (then offset) until the next would overflow `budget`
     hits, so repeats cannot crowd out the informative seeds. Returns the new hit count.
+    order[ooff:ooff + MAX_SEEDS] is scratch: the usable seeds as bin size * MAX_SEEDS + seed number,
+    sorted as they are found (a read has a dozen or so), so that each k-mer and bin size is looked
+    up once, not once for every seed taken.
     """
     if n < k:
         return nh
-    nseeds = (n + k - 1) // k
+    m = 0
+    for s in range((n + k - 1) // k):
+        km = seed_kmer(q, qoff, seed_offset(s, n, k), k)
+        if km < 0:
+            continue
+        cnt = idx_off[km + 1] - idx_off[km]
+        if cnt == 0 or cnt > max_occ:
+            continue
+        key = np.int64(cnt) * MAX_SEEDS + s
+        j = ooff + m
+        while j > ooff and order[j - 1] > key:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = key
+        m += 1
     used = 0
-    last_cnt = -1
-    last_s = -1
-    while True:
-        best_cnt = -1
-        best_s = -1
-        best_km = -1
-        for s in range(nseeds):
-            km = seed_kmer(q, qoff, seed_offset(s, n, k), k)
-            if km < 0:
-                continue
-            cnt = idx_off[km + 1] - idx_off[km]
-            if cnt == 0 or cnt > max_occ:
-                continue
-            after_last = cnt > last_cnt or (cnt == last_cnt and s > last_s)
-            before_best = best_s < 0 or cnt < best_cnt or (cnt == best_cnt and s < best_s)
-            if after_last and before_best:
-                best_cnt = cnt
-                best_s = s
-                best_km = km
-        if best_s < 0 or used + best_cnt > budget:
-            return nh
-        o = seed_offset(best_s, n, k)
-        for h in range(idx_off[best_km], idx_off[best_km + 1]):
+    for j in range(ooff, ooff + m):
+        cnt = order[j] // MAX_SEEDS
+        if used + cnt > budget:
+            break
+        o = seed_offset(order[j] % MAX_SEEDS, n, k)
+        km = seed_kmer(q, qoff, o, k)
+        for h in range(idx_off[km], idx_off[km + 1]):
             hits[hoff + nh] = strand * STRAND_BIT + np.int64(idx_pos[h]) - o + DIAG_BIAS
             nh += 1
-        used += best_cnt
-        last_cnt = best_cnt
-        last_s = best_s
+        used += cnt
+    return nh
 
 
 @njit(cache=True)
@@ -176,15 +189,18 @@ def find_candidates(q_fwd, q_rc, qoff, n, k, idx_off, idx_pos, max_occ, t,
                     hits, hoff, hmax, cand_keys, cand_votes, coff, max_cand, dropped, di):
     """Seed both strands, vote hits into diagonal clusters, keep the best `max_cand` clusters.
 
-    hits[hoff:hoff + 2*hmax] is scratch: up to hmax hits and the merge sort's second buffer.
+    hits[hoff:hoff + scratch_words(hmax)] is scratch: up to hmax hits, the merge sort's second buffer
+    and the seeds' order.
 
     A cluster is a run of sorted hit keys within t of its first; its key is the median hit's and
     its votes the number of hits. Kept ordered by votes (desc), then key (asc). Returns how many;
     dropped[di] gets the votes of the best cluster that was not kept (0 if none), which tells
     the mapper whether its search of a repetitive read was complete.
     """
-    nh = collect_seed_hits(q_fwd, qoff, n, k, 0, idx_off, idx_pos, max_occ, hits, hoff, 0, hmax // 2)
-    nh = collect_seed_hits(q_rc, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff, nh, hmax - nh)
+    nh = collect_seed_hits(q_fwd, qoff, n, k, 0, idx_off, idx_pos, max_occ, hits, hoff, 0, hmax // 2,
+                           hits, hoff + 2 * hmax)
+    nh = collect_seed_hits(q_rc, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff, nh, hmax - nh,
+                           hits, hoff + 2 * hmax)
     hoff = merge_sort_runs(hits, hoff, nh, hoff + hmax)
     return vote_clusters(hits, hoff, nh, t, cand_keys, cand_votes, coff, max_cand, dropped, di)
 

@@ -188,7 +188,7 @@ def test_the_block_seeding_kernel_gives_find_candidates_results(rng, world, thre
             s, e = batch.read_off[r], batch.read_off[r + 1]
             want_votes[r * stride:r * stride + mcand] = 0
             want_n[r] = seed.find_candidates(batch.codes, batch.rc_codes, s, e - s, 8, index.offsets, index.positions,
-                                             max_occ, 3, np.zeros(2 * hmax, np.int64), 0, hmax, want_keys,
+                                             max_occ, 3, np.zeros(seed.scratch_words(hmax), np.int64), 0, hmax, want_keys,
                                              want_votes, r * stride, mcand, want_dropped, r)
         out = {f: numba_cuda.to_device(np.full(n * (stride if f in ("keys", "votes") else 1), -7, np.int64))
                for f in ("ncand", "keys", "votes", "dropped", "kept", "per_read")}

@@ -13,7 +13,7 @@ from numba import njit, prange
 from ..extend import EXT_COLUMNS, RESCUE_COL, RESCUE_COLUMNS, RESCUE_ROW, RESCUE_SCORE, TR_COLUMNS, TR_NOPS, \
     extend_pair_cpu, rescue_align, tidy_cigars, trace_pair
 from ..reads import derived
-from ..seed import exact_hits, find_candidates
+from ..seed import exact_hits, find_candidates, scratch_words
 
 NAME = "cpu"
 RESEED_CHUNK = 8192   # reads re-seeded per candidate_stage call (seed.reseed_incomplete)
@@ -51,7 +51,7 @@ def _candidates(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t,
                 ncand, cand_keys, cand_votes, dropped):
     for x in prange(sel.shape[0]):
         r = sel[x]
-        hits = np.empty(2 * hmax, dtype=np.int64)   # hits + merge scratch
+        hits = np.empty(scratch_words(hmax), dtype=np.int64)   # hits, merge and seed scratch
         ncand[x] = find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
                                    idx_off, idx_pos, max_occ, t, hits, 0, hmax,
                                    cand_keys, cand_votes, x * mcand, mcand, dropped, x)

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import extend, trace
 from ..reads import word_offsets
+from ..seed import scratch_words
 from . import gpu, launch
 from ..extend import EXT_COLUMNS, RESCUE_COLUMNS, TR_COLUMNS, TR_NOPS
 
@@ -246,7 +247,7 @@ def candidate_stage(reads, sel, index, p):
     keys = _empty("candidate keys", max(m, 1) * p.max_candidates, np.int64)   # read only below ncand
     votes = _empty("votes", max(m, 1) * p.max_candidates, np.int64)
     dropped = _empty("dropped", max(m, 1), np.int64)
-    hits = _empty("hits", max(m, 1) * 2 * p.max_hits, np.int64)   # hits + merge scratch
+    hits = _empty("hits", max(m, 1) * scratch_words(p.max_hits), np.int64)   # hits, merge and seed scratch
     _launch(K._candidate_kernel, m, _upload("sel", np.asarray(sel, dtype=np.int64)),
             *_read_arrays(reads, "codes", "rc_codes", "read_off"), reads.k, _on_device(index.offsets),
             _on_device(index.positions), index.max_occ, p.max_indels, hits, p.max_hits, p.max_candidates,

@@ -22,6 +22,7 @@ from numba.cuda.core import config as cuda_core_config
 from .. import choose, encode, extend, seed
 from ..extend import PAIR_DONE, RESCUE_COL, RESCUE_ROW, RESCUE_SCORE
 from ..options import MAX_INDELS
+from ..seed import MAX_SEEDS
 from .launch import CLOSE_THREADS, NARROW_T
 from . import rescue_block as rb
 from .rescue_block import BOUNDARY, LANES_BEST, MAX_ROWS
@@ -98,7 +99,7 @@ def _candidate_kernel(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_o
     for c in range(mcand):   # a read's unused vote slots read as 0 (search_incomplete looks at the first)
         cand_votes[x * mcand + c] = 0
     ncand[x] = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
-                                 idx_off, idx_pos, max_occ, t, hits, x * 2 * hmax, hmax,
+                                 idx_off, idx_pos, max_occ, t, hits, x * (2 * hmax + MAX_SEEDS), hmax,
                                  cand_keys, cand_votes, x * mcand, mcand, dropped, x)
 
 

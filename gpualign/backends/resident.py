@@ -17,7 +17,7 @@ counts read on the device, so no stage waits for the host.
 
 import numpy as np
 
-from .. import extend
+from .. import extend, seed
 from ..extend import TR_COLUMNS, TR_NOPS
 from ..reads import word_offsets
 from . import cuda as cu
@@ -73,7 +73,7 @@ def _chain(reads, genome, index, p, single_end):
     d["candidate keys"] = cu._empty("candidate keys", n * stride, np.int64)
     d["votes"] = cu._empty("votes", n * stride, np.int64)
     first, again = min(n, SEED_THREADS), min(n, RESEED_BLOCKS)
-    hits = cu._empty("hits", max(_grid_threads(first) * 2 * p.max_hits,
+    hits = cu._empty("hits", max(_grid_threads(first) * seed.scratch_words(p.max_hits),
                                  again * 2 * p.max_hits * tn.reseed_hits if widen else 0), np.int64)
     redo = cu._empty("redo", n if widen else 1, np.int64)
     seeding = (d["counts"], tn.vote_fraction, d["ncand"], d["candidate keys"], d["votes"], d["dropped"],

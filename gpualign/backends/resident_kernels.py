@@ -77,7 +77,7 @@ def _seed_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos
         for c in range(mcand):   # unused vote slots read as 0 (left_out_well_supported looks at the first)
             cand_votes[row + c] = 0
         nc = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
-                               idx_off, idx_pos, max_occ, t, hits, tid * 2 * hmax, hmax,
+                               idx_off, idx_pos, max_occ, t, hits, tid * (2 * hmax + MAX_SEEDS), hmax,
                                cand_keys, cand_votes, row, mcand, dropped, r)
         ncand[r] = nc
         d_seeded(r, nc, counts, vote_fraction, cand_votes, row, dropped, incomplete, kept, per_read, redo, nredo)

@@ -19,11 +19,9 @@ import numpy as np
 from numba import cuda
 
 from ..encode import DIAG_BIAS, STRAND_BIT
-from ..options import MIN_K
-from ..reads import MAX_READ_LEN
+from ..seed import MAX_SEEDS
 from .cuda_kernels import _dev
 
-MAX_SEEDS = (MAX_READ_LEN + MIN_K - 1) // MIN_K   # seeds of one strand of the longest read at the smallest k
 MAX_RUNS = 2 * MAX_SEEDS   # ascending runs of hits, a taken seed each
 d_seed_kmer = _dev["seed_kmer"]
 d_seed_offset = _dev["seed_offset"]
