@@ -45,6 +45,8 @@ def get_argument_parser() -> argparse.ArgumentParser:
                      help=f"{INDEX_HELP['k']} [{index_defaults.k}]")
     idx.add_argument("--max-occ", type=positive_int, default=index_defaults.max_occ,
                      help=f"{INDEX_HELP['max_occ']} [{index_defaults.max_occ}]")
+    idx.add_argument("-t", "--threads", type=positive_int, default=1,
+                     help="CPU threads building the index (ranges of k-mers built apart; the index is the same) [1]")
 
     mp = sub.add_parser("map", help="align reads (as bwa mem): SAM to stdout, or sorted BAM/CRAM with -o",
                         description="Align single-end or paired reads against an index built by `gpualign index` "
@@ -105,7 +107,7 @@ def run_index(args, log):
     summary = mask_reference(args.reference, prefix + ".fa", prefix + ".nmask.bed", prefix + ".contigs.tsv")
     genome = pack_reference(prefix + ".fa", prefix + ".2bit.npy", prefix + ".nmask.npy")
     log(f"packed {summary['contigs']} contigs, {genome.size} bp ({summary['n_bases']} N)")
-    index = build_index(genome, args.k, args.max_occ, progress=log)
+    index = build_index(genome, args.k, args.max_occ, threads=args.threads, progress=log)
     save_index(index, prefix + INDEX_SUFFIX, genome.size, genome=os.path.basename(prefix))
     log(f"index k={index.k}: {len(index.positions)} positions, {index.capped_bins} bins over max_occ={index.max_occ}")
     return 0

@@ -12,11 +12,13 @@ import time
 import zipfile
 from dataclasses import dataclass
 
+import numba
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .atomic import atomic_path
 from .encode import base_at
+from .errors import InputError
 from .genome import Genome
 from .jitcache import use_versioned_cache
 from .options import MAX_K, IndexParams
@@ -38,61 +40,141 @@ class KmerIndex:
         return int(np.count_nonzero(np.diff(self.offsets) > self.max_occ))
 
 
-@njit(cache=True, nogil=True)
-def kmers_in(g_packed, g_nmask, cstart, first, last, k, counts, fill, positions, count_only):
-    """The k-mers starting at contig offsets [first, last) (each inside the contig): counted into
-    counts[code + 1], or, with count_only False, their genome positions put at fill[code]++.
+NO_KMER = np.uint32(0xFFFFFFFF)   # a k-mer start whose k bases hold an N (codes are below 4**MAX_K = 2**28)
+PIECE = 1 << 20                   # k-mer starts of a piece: the unit of parallel code computing
 
-    A rolling code over the 2-bit genome; a run of fewer than k N-free bases makes no k-mer.
-    """
+
+@njit(cache=True, nogil=True, parallel=True)
+def piece_codes(g_packed, g_nmask, starts, firsts, lasts, piece_off, k, codes, where):
+    """For each piece (contig start, first and last k-mer start), on parallel threads: the code of
+    every k-mer start i at codes[piece_off[x] + i - first] (NO_KMER where its k bases hold an N) and
+    its genome position at where[...]. A rolling code over the 2-bit genome."""
     mask = (1 << (2 * k)) - 1
-    km = 0
-    valid = 0
-    for i in range(first, last + k - 1):
-        c = base_at(g_packed, g_nmask, cstart + i)
-        if c == 4:
-            valid = 0
-            continue
-        km = ((km << 2) | c) & mask
-        valid += 1
-        if valid >= k:
-            p = i - k + 1
-            if count_only:
-                counts[km + 1] += 1
+    for x in prange(len(starts)):
+        cstart, first, out = starts[x], firsts[x], piece_off[x]
+        km = 0
+        valid = 0
+        for i in range(first, lasts[x] + k - 1):
+            c = base_at(g_packed, g_nmask, cstart + i)
+            if c == 4:
+                valid = 0
             else:
-                positions[fill[km]] = cstart + p
-                fill[km] += 1
+                km = ((km << 2) | c) & mask
+                valid += 1
+            p = i - k + 1
+            if p >= first:
+                codes[out + p - first] = km if valid >= k else NO_KMER
+                where[out + p - first] = cstart + p
 
 
-def build_index(genome: Genome, k: int = DEFAULTS.k, max_occ: int = DEFAULTS.max_occ, chunk: int = 1 << 24,
-                progress=None) -> KmerIndex:
-    """Counting sort of all k-mer positions: one pass counts, a second fills in genome order (so
-    each bin is ascending). `chunk` k-mer starts are done between progress checks."""
+@njit(cache=True, nogil=True, parallel=True)
+def bins_by_range(codes, where, n, bounds, bins, positions, count_only):
+    """The first n k-mer starts, once for each range of codes [bounds[j], bounds[j + 1]), the ranges
+    on parallel threads: counted into bins[c + 1], or, with count_only False, their positions put at
+    bins[c]++ (where each bin's next position goes). No two threads touch one bin, and each bin's
+    positions are placed in genome order, so the result does not depend on the threads."""
+    for j in prange(len(bounds) - 1):
+        lo, hi = bounds[j], bounds[j + 1]
+        for y in range(n):
+            c = codes[y]
+            if lo <= c < hi:
+                if count_only:
+                    bins[c + 1] += 1
+                else:
+                    positions[bins[c]] = where[y]
+                    bins[c] += 1
+
+
+@njit(cache=True, nogil=True)
+def shift_right(offsets):
+    """offsets[c] = offsets[c - 1], offsets[0] = 0, in place: placing moved each bin's start to the
+    next bin's, where it belongs."""
+    for c in range(len(offsets) - 1, 0, -1):
+        offsets[c] = offsets[c - 1]
+    offsets[0] = 0
+
+
+def genome_pieces(genome: Genome, k: int, chunk: int):
+    """The genome's k-mer starts in genome order, in groups of about `chunk` (a progress step), each
+    group as pieces of at most PIECE: (contig starts, first starts, last starts, where each piece's
+    codes begin) arrays, and the group's size."""
+    group, size = [], 0
+    piece = max(1, min(chunk, PIECE))
+    for cstart, clen in zip(genome.offsets, genome.lengths):
+        for s in range(0, max(0, int(clen) - k + 1), piece):
+            e = min(int(clen) - k + 1, s + piece)
+            group.append((int(cstart), s, e, size))
+            size += e - s
+            if size >= chunk:
+                yield tuple(np.array(col, dtype=np.int64) for col in zip(*group)), size
+                group, size = [], 0
+    if group:
+        yield tuple(np.array(col, dtype=np.int64) for col in zip(*group)), size
+
+
+def code_ranges(offsets, parts: int, count_only: bool) -> np.ndarray:
+    """Bounds of `parts` ranges of k-mer codes: equal ranges for counting; for placing, ranges of
+    about equal positions (offsets counted), so no thread is left with the genome's big bins alone."""
+    bins = len(offsets) - 1
+    if count_only:
+        return np.linspace(0, bins, parts + 1).astype(np.int64)
+    cuts = np.searchsorted(offsets, np.linspace(0, offsets[-1], parts + 1)[1:-1], side="left")
+    return np.unique(np.concatenate([[0], cuts, [bins]])).astype(np.int64)
+
+
+def index_memory(genome_size: int, k: int, chunk: int = 1 << 24) -> int:
+    """Bytes build_index holds beyond the (memory-mapped) genome: 8 a bin, 4 a position, and a group's
+    codes and positions (8 a k-mer start)."""
+    return 8 * (4 ** k + 1) + 4 * genome_size + 8 * min(chunk + PIECE, genome_size)
+
+
+def build_index(genome: Genome, k: int = DEFAULTS.k, max_occ: int = DEFAULTS.max_occ, threads: int = 1,
+                chunk: int = 1 << 24, progress=None) -> KmerIndex:
+    """Counting sort of all k-mer positions, in two passes over the genome: one counts each bin's
+    positions, in place in what become the offsets; the other places each position at its bin's next
+    slot, in genome order (so each bin is ascending). The genome goes by in groups of about `chunk`
+    k-mer starts: their codes are computed once (piece_codes, pieces on parallel threads), then each
+    of `threads` ranges of codes is counted or placed by a thread of its own (bins_by_range), with a
+    progress line (and an estimate of the time left) every few seconds. Memory: index_memory."""
     IndexParams(k, max_occ).check()
-    counts = np.zeros(4 ** k + 1, dtype=np.int64)
-    start, last = time.perf_counter(), 0.0
-    offsets = fill = positions = None
-    for count_only in (True, False):
-        if not count_only:
-            offsets = np.cumsum(counts)
-            fill = offsets[:-1].copy()
-            positions = np.empty(int(offsets[-1]), dtype=np.uint32)
+    if genome.size >= 1 << 32:
+        raise InputError(f"genome of {genome.size} bp: the index holds positions below 4 Gbp (2^32) only; "
+                         "split the reference into parts under 4 Gbp and index each")
+    parts = max(1, int(threads))   # ranges of codes; numba runs as many at once as it has threads
+    saved = numba.get_num_threads()
+    numba.set_num_threads(min(parts, numba.config.NUMBA_NUM_THREADS))
+    try:
+        offsets = np.zeros(4 ** k + 1, dtype=np.int64)
+        positions = np.zeros(0, dtype=np.uint32)
+        room = min(chunk + PIECE, max(genome.size, 1))   # a group's k-mer starts, at most
+        codes, where = np.empty(room, dtype=np.uint32), np.empty(room, dtype=np.uint32)
+        start, last = time.perf_counter(), time.perf_counter()
+        total = 2 * genome.size
         done = 0
-        for cstart, clen in zip(genome.offsets, genome.lengths):
-            for s in range(0, max(0, int(clen) - k + 1), chunk):
-                e = min(int(clen) - k + 1, s + chunk)
-                kmers_in(genome.packed, genome.nmask, int(cstart), s, e, k, counts,
-                         fill if fill is not None else counts, positions if positions is not None
-                         else np.zeros(0, dtype=np.uint32), count_only)
-                done += e - s
+        for count_only in (True, False):
+            if not count_only:
+                np.cumsum(offsets, out=offsets)
+                positions = np.empty(int(offsets[-1]), dtype=np.uint32)
+            bounds = code_ranges(offsets, parts, count_only)
+            for (starts, firsts, lasts, piece_off), size in genome_pieces(genome, k, chunk):
+                piece_codes(genome.packed, genome.nmask, starts, firsts, lasts, piece_off, k, codes, where)
+                bins_by_range(codes, where, size, bounds, offsets, positions, count_only)
+                done += size
                 if progress and time.perf_counter() - last >= 5:
                     last = time.perf_counter()
+                    left = (last - start) * (total - done) / max(done, 1)
                     progress(f"{'counting' if count_only else 'placing'} k-mers (pass {1 if count_only else 2} "
-                             f"of 2): {done}/{genome.size} bp, {last - start:.0f} s")
+                             f"of 2): {done - (0 if count_only else genome.size)}/{genome.size} bp, "
+                             f"{last - start:.0f} s, about {left:.0f} s left")
+            if not count_only:
+                shift_right(offsets)
+    finally:
+        numba.set_num_threads(saved)
     index = KmerIndex(k, max_occ, offsets, positions)
     if progress:
         took = time.perf_counter() - start
-        progress(f"index built: {genome.size} bp in {took:.1f} s ({genome.size / max(took, 1e-9) / 1e6:.1f} Mbp/s)")
+        progress(f"index built: {genome.size} bp in {took:.1f} s ({genome.size / max(took, 1e-9) / 1e6:.1f} Mbp/s, "
+                 f"{parts} thread{'s' if parts > 1 else ''})")
     warning = small_k_warning(index)
     if warning and progress:
         progress(warning)

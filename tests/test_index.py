@@ -40,15 +40,17 @@ def genome_of(contigs) -> Genome:
     return Genome(pack_codes(codes), pack_nmask(codes), [f"c{i}" for i in range(len(contigs))], lengths, offsets)
 
 
-# chunk: k-mer starts between progress checks; small chunks split contigs, which must change nothing
-@pytest.mark.parametrize("chunk", [1 << 24, 1, 13], ids=["whole", "chunk1", "chunk13"])
+# chunk: k-mer starts between progress checks; small chunks split contigs, which must change nothing;
+# threads: ranges of codes built apart (more ranges than the machine's threads, too), which must change nothing
+@pytest.mark.parametrize("chunk,threads", [(1 << 24, 1), (1, 1), (13, 1), (1 << 24, 2), (13, 3), (29, 7)],
+                         ids=["whole", "chunk1", "chunk13", "threads2", "chunk13-threads3", "chunk29-threads7"])
 @pytest.mark.parametrize("k", KS)
-def test_build_index_matches_naive(rng, k, chunk):
+def test_build_index_matches_naive(rng, k, chunk, threads):
     for _ in range(3):
         contigs = random_contigs(rng, k)
         genome = genome_of(contigs)
         assert genome.codes().tolist() == np.concatenate(contigs).tolist()
-        index = build_index(genome, k=k, max_occ=5, chunk=chunk)
+        index = build_index(genome, k=k, max_occ=5, threads=threads, chunk=chunk)
         offsets, positions = naive.naive_index(contigs, k)
         assert index.k == k
         assert index.offsets.shape == (4 ** k + 1,)
@@ -89,3 +91,41 @@ def test_load_index_maps_the_stored_arrays_and_reads_a_compressed_one_whole(tmp_
             arr = getattr(got, field)
             assert isinstance(arr, np.memmap) == mapped and arr.flags.writeable
             assert arr.dtype == getattr(index, field).dtype and np.array_equal(arr, getattr(index, field))
+
+
+MEMORY_PROBE = """
+import resource, sys
+import numpy as np
+from gpualign.encode import pack_codes, pack_nmask
+from gpualign.genome import Genome
+from gpualign.index import build_index, index_memory
+
+def genome(n, seed):
+    codes = np.random.default_rng(seed).integers(0, 4, size=n, dtype=np.uint8)
+    return Genome(pack_codes(codes), pack_nmask(codes), ["c"], np.array([n]), np.array([0]))
+
+k, n = int(sys.argv[1]), int(sys.argv[2])
+build_index(genome(5000, 1), k=k, threads=2)   # compiled (or loaded) before the measurement
+g = genome(n, 2)
+page = resource.getpagesize()
+before = int(open("/proc/self/statm").read().split()[1]) * page
+index = build_index(g, k=k, threads=2)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(before, peak, index_memory(g.size, k), len(index.positions))
+"""
+
+
+def test_building_takes_no_more_memory_than_the_model(tmp_path):
+    """index_memory is what `gpualign index` and the workflow's mem_mb rest on (a human genome's index
+    in 16 GiB): build_index's peak beyond what the process held before stays within it, on a 24 Mbp
+    genome at k=12 (a fresh process, so the peak is the build's)."""
+    import subprocess
+    import sys
+    n = 24_000_000
+    out = subprocess.run([sys.executable, "-c", MEMORY_PROBE, "12", str(n)], capture_output=True, text=True,
+                         check=True).stdout.split()
+    before, peak, model, positions = (int(v) for v in out)
+    assert positions == n - 11
+    assert peak - before <= model + (48 << 20), (peak - before, model)
+    # and the model is not loose: the offsets (8 bytes a bin) and positions (4 a position) are most of it
+    assert model <= 8 * (4 ** 12 + 1) + 4 * n + 8 * (1 << 25)

@@ -15,10 +15,11 @@ rule index_reference:
         k=lambda wildcards: int(wildcards.k),
         max_occ=config["index"]["max_occ"],
         code=script_code("index_reference.py"),
-    threads: 1
+    threads: config["index"]["threads"]
     resources:
-        # 12 bytes a genome position while sorting (the input packs 4 bases a byte), 8 a bin
-        mem_mb=lambda wildcards, input: max(1000, int(64 * input.size_mb + 8 * 4 ** int(wildcards.k) / 2**20)),
+        # index.index_memory: 4 bytes a genome position (the inputs hold 3/8 of a byte a base: about 11 bytes
+        # per input byte), 8 a bin, 128 MiB of k-mer codes in flight, and the interpreter's own
+        mem_mb=lambda wildcards, input: max(1000, int(11 * input.size_mb + 8 * 4 ** int(wildcards.k) / 2**20 + 640)),
     conda:
         "../../envs/gpualign.yaml"
     script:

@@ -12,7 +12,11 @@ sys.stderr = log = open(snakemake.log[0], "w", buffering=1)
 with job_errors(snakemake.rule, log, snakemake.output[0]):
     genome = load_genome(snakemake.input.packed, snakemake.input.nmask, snakemake.input.contigs)
     index = build_index(
-        genome, snakemake.params.k, snakemake.params.max_occ, progress=lambda line: print(line, file=log)
+        genome,
+        snakemake.params.k,
+        snakemake.params.max_occ,
+        threads=snakemake.threads,
+        progress=lambda line: print(line, file=log),
     )
     # the index names its genome image (resources/reference/NAME.*) relative to its own folder, so
     # `gpualign map resources/reference/NAME.kK` finds both
