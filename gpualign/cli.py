@@ -103,6 +103,9 @@ def run_index(args, log):
     check_input(args.reference, "reference")
     if os.path.isdir(prefix) or prefix.endswith("/"):
         raise InputError(f"prefix {prefix}: is a folder; give a prefix such as {os.path.join(prefix, 'genome')}")
+    if os.path.exists(prefix + ".fa") and os.path.samefile(args.reference, prefix + ".fa"):
+        raise InputError(f"prefix {prefix}: would write the masked sequence over the reference {args.reference}; "
+                         "give another prefix")
     # the masked FASTA is the sequence the reads are aligned to: CRAM output refers to it
     summary = mask_reference(args.reference, prefix + ".fa", prefix + ".nmask.bed", prefix + ".contigs.tsv")
     genome = pack_reference(prefix + ".fa", prefix + ".2bit.npy", prefix + ".nmask.npy")

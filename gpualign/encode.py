@@ -58,6 +58,20 @@ def pack_nmask(codes: np.ndarray) -> np.ndarray:
     return out.view("<u4").astype(np.uint32)
 
 
+@njit(cache=True, nogil=True)
+def pack_into(codes, start, packed, nmask):
+    """Base codes (0-3, 4 for N) put at genome positions start, start + 1, ... of zeroed 2-bit words
+    and N-mask words, as pack_codes and pack_nmask lay them out (N as A, its mask bit set): a genome
+    packed a contig at a time, without a whole-genome array of codes."""
+    for i in range(len(codes)):
+        p = start + i
+        c = codes[i]
+        if c > 3:
+            nmask[p >> 5] |= np.uint32(1) << np.uint32(p & 31)
+        else:
+            packed[p >> 4] |= np.uint32(c) << np.uint32((p & 15) * 2)
+
+
 @njit(cache=True)
 def base_at(g_packed, g_nmask, pos):
     """Base code 0-3 at a genome position, 4 for N."""

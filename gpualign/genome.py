@@ -7,12 +7,14 @@ Files, built here and read by every later stage (the packing itself is encode.py
 - contigs are concatenated in FASTA order; their names, lengths and offsets are in `{prefix}.contigs.tsv`.
 """
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .atomic import atomic_path
-from .encode import CODE, pack_codes, pack_nmask
+from .encode import CODE, pack_into
+from .errors import InputError
 from .reference import parse_fasta, read_contig_table, write_contig_table
 
 @dataclass
@@ -40,16 +42,32 @@ class Genome:
         return np.where(isn == 1, 4, base).astype(np.uint8)
 
 
+def contig_lengths(masked_fa: str) -> list:
+    """(name, length) of each contig, from the FASTA's .fai where mask_reference wrote one, else read."""
+    fai = masked_fa + ".fai"
+    if os.path.exists(fai) and os.path.getmtime(fai) >= os.path.getmtime(masked_fa):
+        with open(fai) as fh:
+            return [(row[0], int(row[1])) for row in (line.split("\t") for line in fh if line.strip())]
+    return [(name, len(seq)) for name, seq, _ in parse_fasta(masked_fa)]
+
+
 def pack_reference(masked_fa: str, out_2bit: str, out_nmask: str, out_contigs: str | None = None) -> Genome:
-    """Pack a masked FASTA into the genome image."""
-    seqs, contigs, offset = [], [], 0
-    for name, seq, _ in parse_fasta(masked_fa):
-        seqs.append(CODE[np.frombuffer(seq, dtype=np.uint8)])
+    """Pack a masked FASTA into the genome image, a contig at a time into words allocated once for the
+    whole genome (a human genome: 1.2 GB of image, one contig's bytes and codes besides)."""
+    lengths = contig_lengths(masked_fa)
+    size = sum(n for _, n in lengths)
+    packed = np.zeros((size + 15) // 16 + 1, dtype=np.uint32)   # one spare zero word, as pack_codes
+    nmask = np.zeros((size + 31) // 32 + 1, dtype=np.uint32)
+    contigs, offset = [], 0
+    for (name, seq, _), (fai_name, n) in zip(parse_fasta(masked_fa), lengths):
+        if (name, len(seq)) != (fai_name, n):
+            raise InputError(f"{masked_fa}.fai: contig {fai_name} of {n} bp, but the FASTA has {name} of {len(seq)} bp")
+        pack_into(CODE[np.frombuffer(seq, dtype=np.uint8)], offset, packed, nmask)
         contigs.append((name, len(seq), offset))
         offset += len(seq)
-    codes = np.concatenate(seqs)
-    genome = Genome(pack_codes(codes), pack_nmask(codes), [c[0] for c in contigs],
-                    np.array([c[1] for c in contigs], dtype=np.int64),
+    if offset != size:
+        raise InputError(f"{masked_fa}: {offset} bp, but its .fai says {size}")
+    genome = Genome(packed, nmask, [c[0] for c in contigs], np.array([c[1] for c in contigs], dtype=np.int64),
                     np.array([c[2] for c in contigs], dtype=np.int64))
     with atomic_path(out_2bit) as tmp:
         np.save(tmp, genome.packed)

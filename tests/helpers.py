@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from gpualign.genome import Genome, pack_codes, pack_nmask
+from gpualign.encode import pack_codes, pack_nmask
+from gpualign.genome import Genome
 from gpualign.reads import encode_reads
 
 COMP = str.maketrans("ACGTN", "TGCAN")

@@ -317,3 +317,15 @@ def test_trace_is_a_timeline_of_the_run_that_timeline_reads(prefix, tmp_path, mo
     table = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "timeline.py"), str(path)],
                            capture_output=True, text=True, check=True).stdout
     assert "| extension |" in table and table.startswith("wall ")
+
+
+def test_index_refuses_a_prefix_that_would_overwrite_its_reference(tmp_path):
+    """`gpualign index ref.fa -p ref` would write the masked sequence (PREFIX.fa) over the input: one line,
+    and the reference left as it was."""
+    ref = tmp_path / "ref.fa"
+    shutil.copy(DEMO_FA, ref)
+    before = ref.read_bytes()
+    proc = run_cli("index", str(ref), "-p", str(tmp_path / "ref"))
+    assert proc.returncode == 1 and "would write the masked sequence over the reference" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert ref.read_bytes() == before

@@ -40,3 +40,21 @@ def test_reads_carry_reverse_complements_packing_and_header_bins(rng):
         header = clean[:5]
         want = -1 if len(clean) < 5 or "N" in clean else int("".join(str("ACGT".index(c)) for c in header), 4)
         assert reads.hbin[i] == want
+
+
+def test_packing_a_contig_at_a_time_gives_the_whole_genomes_words(rng):
+    """encode.pack_into (pack_reference, a contig at a time) lays out the words and N mask that
+    pack_codes and pack_nmask make of the whole genome at once, at any word alignment of the contigs."""
+    import numpy as np
+    for _ in range(20):
+        contigs = [rng.choice(np.array([0, 1, 2, 3, 4], np.uint8), size=int(rng.integers(0, 90)),
+                              p=[.23, .23, .23, .23, .08]) for _ in range(int(rng.integers(1, 6)))]
+        whole = np.concatenate(contigs)
+        packed = np.zeros((len(whole) + 15) // 16 + 1, np.uint32)
+        nmask = np.zeros((len(whole) + 31) // 32 + 1, np.uint32)
+        start = 0
+        for c in contigs:
+            encode.pack_into(c, start, packed, nmask)
+            start += len(c)
+        assert np.array_equal(packed, encode.pack_codes(whole))
+        assert np.array_equal(nmask, encode.pack_nmask(whole))
