@@ -10,7 +10,7 @@ import sys
 
 from . import __version__
 from .errors import InputError, one_line
-from .options import HELP, INDEX_HELP, MAX_K, MIN_K, TUNING, IndexParams, MapParams, Tuning
+from .options import AUTO_K, HELP, INDEX_HELP, MAX_K, MIN_K, TUNING, IndexParams, MapParams, Tuning
 
 GENOME_SUFFIXES = (".2bit.npy", ".nmask.npy", ".contigs.tsv")
 INDEX_SUFFIX = ".idx.npz"
@@ -23,8 +23,13 @@ def positive_int(text: str) -> int:
     return value
 
 
-def k_value(text: str) -> int:
-    value = int(text)
+def k_value(text: str) -> int | str:
+    if text == AUTO_K:
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {AUTO_K} or between {MIN_K} and {MAX_K}, got {text}")
     if not MIN_K <= value <= MAX_K:
         raise argparse.ArgumentTypeError(f"must be between {MIN_K} and {MAX_K}, got {value}")
     return value
@@ -41,7 +46,7 @@ def get_argument_parser() -> argparse.ArgumentParser:
                      help="output prefix: writes PREFIX.fa (+ .fai: the masked sequence, for CRAM), PREFIX"
                           + ", PREFIX".join(GENOME_SUFFIXES) + ", PREFIX" + INDEX_SUFFIX)
     index_defaults = IndexParams()
-    idx.add_argument("-k", type=k_value, default=index_defaults.k, metavar=f"{MIN_K}-{MAX_K}",
+    idx.add_argument("-k", type=k_value, default=index_defaults.k, metavar=f"{AUTO_K}|{MIN_K}-{MAX_K}",
                      help=f"{INDEX_HELP['k']} [{index_defaults.k}]")
     idx.add_argument("--max-occ", type=positive_int, default=index_defaults.max_occ,
                      help=f"{INDEX_HELP['max_occ']} [{index_defaults.max_occ}]")
@@ -95,7 +100,7 @@ def get_argument_parser() -> argparse.ArgumentParser:
 
 
 def run_index(args, log):
-    from .genome import pack_reference
+    from .genome import load_genome, pack_reference
     from .index import build_index, save_index
     from .reference import mask_reference
     from .seqio import check_input
@@ -108,8 +113,10 @@ def run_index(args, log):
                          "give another prefix")
     # the masked FASTA is the sequence the reads are aligned to: CRAM output refers to it
     summary = mask_reference(args.reference, prefix + ".fa", prefix + ".nmask.bed", prefix + ".contigs.tsv")
-    genome = pack_reference(prefix + ".fa", prefix + ".2bit.npy", prefix + ".nmask.npy")
-    log(f"packed {summary['contigs']} contigs, {genome.size} bp ({summary['n_bases']} N)")
+    size = pack_reference(prefix + ".fa", prefix + ".2bit.npy", prefix + ".nmask.npy").size
+    log(f"packed {summary['contigs']} contigs, {size} bp ({summary['n_bases']} N)")
+    # the image again, memory-mapped: the build reads it where it lies (a human genome's 1.2 GB)
+    genome = load_genome(prefix + ".2bit.npy", prefix + ".nmask.npy", prefix + ".contigs.tsv")
     index = build_index(genome, args.k, args.max_occ, threads=args.threads, progress=log)
     save_index(index, prefix + INDEX_SUFFIX, genome.size, genome=os.path.basename(prefix))
     log(f"index k={index.k}: {len(index.positions)} positions, {index.capped_bins} bins over max_occ={index.max_occ}")

@@ -21,7 +21,7 @@ from .encode import base_at
 from .errors import InputError
 from .genome import Genome
 from .jitcache import use_versioned_cache
-from .options import MAX_K, IndexParams
+from .options import AUTO_K, MAX_K, IndexParams
 
 use_versioned_cache()  # before any @njit below
 
@@ -37,7 +37,7 @@ class KmerIndex:
 
     @property
     def capped_bins(self) -> int:
-        return int(np.count_nonzero(np.diff(self.offsets) > self.max_occ))
+        return bins_over(self.offsets, self.max_occ)
 
 
 NO_KMER = np.uint32(0xFFFFFFFF)   # a k-mer start whose k bases hold an N (codes are below 4**MAX_K = 2**28)
@@ -86,6 +86,17 @@ def bins_by_range(codes, where, n, bounds, bins, positions, count_only):
 
 
 @njit(cache=True, nogil=True)
+def bins_over(offsets, max_occ):
+    """Bins holding more than max_occ positions, counted without a temporary the size of the offsets
+    (2 GiB at k=14)."""
+    n = 0
+    for c in range(len(offsets) - 1):
+        if offsets[c + 1] - offsets[c] > max_occ:
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
 def shift_right(offsets):
     """offsets[c] = offsets[c - 1], offsets[0] = 0, in place: placing moved each bin's start to the
     next bin's, where it belongs."""
@@ -122,6 +133,31 @@ def code_ranges(offsets, parts: int, count_only: bool) -> np.ndarray:
     return np.unique(np.concatenate([[0], cuts, [bins]])).astype(np.int64)
 
 
+AUTO_MIN_K = 8   # the design's 8-mer bins: the smallest k auto picks (a phage, the demo)
+
+
+def auto_k(genome_size: int) -> int:
+    """k for a genome of this size: the smallest from AUTO_MIN_K to MAX_K with 4^k >= the genome's size,
+    so a k-mer occurs about once at random and a seed's bin holds few chance positions. On E. coli that is
+    12, which seeded 2.5x faster than 10 at the same accuracy (BENCHMARKS.md, "k for bacterial genomes");
+    a human chromosome gets 13 and a human genome 14 (its offsets are 2 GiB, the most MAX_K allows)."""
+    k = AUTO_MIN_K
+    while k < MAX_K and 4 ** k < genome_size:
+        k += 1
+    return k
+
+
+def chosen_k(k, genome_size: int, progress=None) -> int:
+    """k itself, or for AUTO_K the genome's auto_k, said in a progress line."""
+    if k != AUTO_K:
+        return int(k)
+    k = auto_k(genome_size)
+    if progress:
+        progress(f"k={k} chosen for a genome of {genome_size} bp: the smallest k from {AUTO_MIN_K} to {MAX_K} with "
+                 f"4^k >= the genome's size (-k sets another)")
+    return k
+
+
 def index_memory(genome_size: int, k: int, chunk: int = 1 << 24) -> int:
     """Bytes build_index holds beyond the (memory-mapped) genome: 8 a bin, 4 a position, and a group's
     codes and positions (8 a k-mer start)."""
@@ -135,8 +171,10 @@ def build_index(genome: Genome, k: int = DEFAULTS.k, max_occ: int = DEFAULTS.max
     slot, in genome order (so each bin is ascending). The genome goes by in groups of about `chunk`
     k-mer starts: their codes are computed once (piece_codes, pieces on parallel threads), then each
     of `threads` ranges of codes is counted or placed by a thread of its own (bins_by_range), with a
-    progress line (and an estimate of the time left) every few seconds. Memory: index_memory."""
+    progress line (and an estimate of the time left) every few seconds. Memory: index_memory.
+    k = AUTO_K picks it from the genome's size (auto_k)."""
     IndexParams(k, max_occ).check()
+    k = chosen_k(k, genome.size, progress)
     if genome.size >= 1 << 32:
         raise InputError(f"genome of {genome.size} bp: the index holds positions below 4 Gbp (2^32) only; "
                          "split the reference into parts under 4 Gbp and index each")

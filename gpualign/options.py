@@ -14,18 +14,19 @@ from typing import NamedTuple
 from .errors import InputError
 
 MAX_INDELS = 32  # the CUDA kernels keep a band row of 2t+2 cells in registers/local memory
+AUTO_K = "auto"   # k chosen from the genome's size (index.auto_k)
 MIN_K, MAX_K = 4, 14  # 4**14 bins of uint32 is 1 GiB; more is not an index for short reads
 
 
 @dataclass(frozen=True)
 class IndexParams:
-    k: int = 8              # k-mer length of the bins and of the read header that looks them up
+    k: int | str = "auto"   # k-mer length of the bins and of the read header that looks them up; auto: index.auto_k
     max_occ: int = 500      # bins holding more positions are kept but skipped when seeding (repeats)
 
     def check(self):
         """Raise InputError naming the first bad option."""
-        if not MIN_K <= self.k <= MAX_K:
-            raise InputError(f"index k={self.k}: must be between {MIN_K} and {MAX_K}")
+        if self.k != AUTO_K and not (isinstance(self.k, int) and MIN_K <= self.k <= MAX_K):
+            raise InputError(f"index k={self.k}: must be between {MIN_K} and {MAX_K}, or {AUTO_K}")
         if self.max_occ < 1:
             raise InputError(f"index max_occ={self.max_occ}: must be at least 1")
         return self
@@ -98,9 +99,9 @@ class MapParams:
 
 # What each index option means, for `gpualign index --help` (the workflow's schema says the same)
 INDEX_HELP = {
-    "k": "k-mer length of the hash bins, also the read header length used to look them up; 8 suits genomes "
-         "up to ~10 Mbp, use 11-12 for a human chromosome, 14 for a human genome (a warning suggests k when "
-         "bins are too full)",
+    "k": "k-mer length of the hash bins, also the read header length used to look them up; auto picks the "
+         "smallest k from 8 to 14 whose 4^k k-mers outnumber the genome's bases (8 for a phage, 12 for E. coli, "
+         "13 for a human chromosome, 14 for a human genome), and the log says which",
     "max_occ": "bins with more genome positions are kept but skipped when seeding (repeats)",
 }
 

@@ -329,3 +329,10 @@ def test_index_refuses_a_prefix_that_would_overwrite_its_reference(tmp_path):
     assert proc.returncode == 1 and "would write the masked sequence over the reference" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert ref.read_bytes() == before
+
+
+def test_index_chooses_k_from_the_genome_unless_given(tmp_path):
+    proc = run_cli("index", DEMO_FA, "-p", str(tmp_path / "auto"))
+    assert proc.returncode == 0 and "k=8 chosen for a genome of 48502 bp" in proc.stderr
+    proc = run_cli("index", DEMO_FA, "-p", str(tmp_path / "nine"), "-k", "9")
+    assert proc.returncode == 0 and "chosen" not in proc.stderr and "index k=9" in proc.stderr

@@ -142,3 +142,17 @@ def test_a_genome_of_4_gbp_or_more_stops_with_one_line():
     with pytest.raises(InputError, match="below 4 Gbp") as err:
         build_index(big, k=8)
     assert "\n" not in str(err.value)
+
+
+def test_auto_k_grows_with_the_genome_and_is_said(rng):
+    """k=auto: the smallest k from 8 to 14 with 4^k >= the genome's size, in a progress line; an explicit k wins."""
+    from gpualign.index import auto_k
+    assert [auto_k(n) for n in (1, 48_502, 65_536, 65_537, 4_641_652, 20_000_000, 64_444_167, 3_100_000_000)] == \
+        [8, 8, 8, 9, 12, 13, 13, 14]
+    contigs = [rng.integers(0, 4, size=70_000).astype(np.uint8)]
+    lines = []
+    index = build_index(genome_of(contigs), k="auto", progress=lines.append)
+    assert index.k == 9 and any("k=9 chosen for a genome of 70000 bp" in line for line in lines)
+    lines.clear()
+    assert build_index(genome_of(contigs), k=7, progress=lines.append).k == 7
+    assert not any("chosen" in line for line in lines)

@@ -18,8 +18,9 @@ def test_params_check_names_the_bad_option():
         MapParams(max_indels=99).check()
 
 
-@pytest.mark.parametrize("bad, message", [(dict(k=3), "index k=3: must be between 4 and 14"),
-                                          (dict(k=15), "index k=15"), (dict(max_occ=0), "index max_occ=0")])
+@pytest.mark.parametrize("bad, message", [(dict(k=3), "index k=3: must be between 4 and 14, or auto"),
+                                          (dict(k=15), "index k=15"), (dict(k="big"), "index k=big"),
+                                          (dict(max_occ=0), "index max_occ=0")])
 def test_index_params_check_names_the_bad_option(bad, message):
     with pytest.raises(InputError, match=message):
         IndexParams(**bad).check()

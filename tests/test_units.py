@@ -126,7 +126,7 @@ def test_program_lines_are_commands_that_rerun(units_run, tmp_path, numba_cache)
         assert argv[:2] == ["gpualign", "map"] and "-p" not in argv   # no interleaved chunk files here
         assert parse_read_group(argv[argv.index("-R") + 1]) == group
         assert argv[argv.index("-o") + 1] == f"results/units/s1/{group['ID'].split('.')[1]}.bam"
-        assert "resources/reference/lambda.k8" in argv
+        assert "resources/reference/lambda.kauto" in argv
     argv = shlex.split(programs["gpualign.L002"]["CL"])
     assert argv[-4:-2] == ["reads/pe_R1.fq.gz", "reads/pe_R2.fq.gz"]
     out = tmp_path / "again.bam"

@@ -182,9 +182,11 @@ def test_demo_logs(demo_run, numba_cache):
         assert FALLBACK in align_log
     assert f"done: {fastq_records(DEMO_READS)} reads" in align_log
     expected = ["align/demo.1.log", "merge_units/demo.log", "reference/lambda.download.log",
-                "reference/lambda.k8.index.log", "reference/lambda.mask.log", "reference/lambda.pack.log",
+                "reference/lambda.kauto.index.log", "reference/lambda.mask.log", "reference/lambda.pack.log",
                 "stats/demo.log"]
     assert sorted(str(p.relative_to(logs)) for p in logs.rglob("*.log")) == expected
+    # k: auto chose the design's 8 for the 48.5 kbp phage, and said so
+    assert "k=8 chosen for a genome of 48502 bp" in (logs / "reference" / "lambda.kauto.index.log").read_text()
     # numba's compile cache went to NUMBA_CACHE_DIR, so the next run skips compiling
     assert any(Path(numba_cache).rglob("*.nbi"))
 

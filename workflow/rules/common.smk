@@ -24,6 +24,7 @@ if REPO not in _pythonpath.split(os.pathsep):
     os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (REPO, _pythonpath) if p))
 
 from gpualign.errors import InputError  # noqa: E402
+from gpualign.index import auto_k  # noqa: E402
 from gpualign.options import MapParams  # noqa: E402
 from gpualign.provenance import script_hash  # noqa: E402
 
@@ -57,8 +58,13 @@ def coerce_cli_integers(values, schema):
         value = values.get(key) if isinstance(values, dict) else None
         if isinstance(value, dict):
             coerce_cli_integers(value, sub)
-        elif isinstance(value, str) and sub.get("type") == "integer" and re.fullmatch(r"[+-]?\d+", value.strip()):
+        elif isinstance(value, str) and wants_integer(sub) and re.fullmatch(r"[+-]?\d+", value.strip()):
             values[key] = int(value)
+
+
+def wants_integer(sub):
+    """Whether a schema property takes an integer (itself, or one of its oneOf choices, as index.k)."""
+    return sub.get("type") == "integer" or any(choice.get("type") == "integer" for choice in sub.get("oneOf", []))
 
 
 with open(Path(REPO, "workflow", "schemas", "config.schema.yaml")) as _fh:
@@ -173,11 +179,16 @@ except ValueError as err:
 samples = units[["sample"]].drop_duplicates().set_index("sample", drop=False)
 
 
+def index_k(k, input):
+    """The k an index job will use: auto's from the genome's size (the 2-bit image holds 4 bases a byte)."""
+    return auto_k(4 * os.path.getsize(input.packed)) if k == "auto" else int(k)
+
+
 wildcard_constraints:
     sample=NAME_RE,
     unit=NAME_RE,
     name=NAME_RE,
-    k=r"\d+",
+    k=r"\d+|auto",
 
 
 # ---- per-stage values -------------------------------------------------------------------------

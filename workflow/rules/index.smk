@@ -1,5 +1,6 @@
 # k-mer index: hash bins of every N-free k-mer of the genome image. k is part of the file name,
-# so indexes for several k live side by side and switching k back reuses the old one.
+# so indexes for several k live side by side and switching k back reuses the old one; k=auto is
+# NAME.kauto, its k chosen by the job from the genome's size (gpualign.index.auto_k) and stored in it.
 
 
 rule index_reference:
@@ -12,14 +13,14 @@ rule index_reference:
     log:
         "logs/reference/{name}.k{k}.index.log",
     params:
-        k=lambda wildcards: int(wildcards.k),
+        k=lambda wildcards: wildcards.k if wildcards.k == "auto" else int(wildcards.k),
         max_occ=config["index"]["max_occ"],
         code=script_code("index_reference.py"),
     threads: config["index"]["threads"]
     resources:
         # index.index_memory: 4 bytes a genome position (the inputs hold 3/8 of a byte a base: about 11 bytes
         # per input byte), 8 a bin, 128 MiB of k-mer codes in flight, and the interpreter's own
-        mem_mb=lambda wildcards, input: max(1000, int(11 * input.size_mb + 8 * 4 ** int(wildcards.k) / 2**20 + 640)),
+        mem_mb=lambda wildcards, input: max(1000, int(11 * input.size_mb + 8 * 4 ** index_k(wildcards.k, input) / 2**20 + 640)),
     conda:
         "../../envs/gpualign.yaml"
     script:
