@@ -146,7 +146,7 @@ def warm_up(backend: str, threads: int = 2):
     rng = np.random.default_rng(GENOME_SEED)
     with tempfile.TemporaryDirectory(prefix="gpualign-compile-") as tmp, jitcache.compiling():
         paths = write_inputs(tmp, rng)
-        prefix = os.path.join(tmp, "ref")
+        prefix = os.path.join(tmp, "genome")   # not "ref": its PREFIX.fa would be the reference itself
         out = lambda name: os.path.join(tmp, name)  # noqa: E731
         common = ["--backend", backend, "-t", str(threads)]
         try:
