@@ -48,6 +48,7 @@ def test_demo_through_slurm_equals_the_local_run(tmp_path, numba_cache, monkeypa
             "--jobs", "2", "--latency-wait", "5",
             # the node has as many CPUs as this host; a job asking for more would wait forever
             "--set-threads", f"align={min(2, cluster.cpus)}", f"merge_units={min(2, cluster.cpus)}",
+            f"index_reference={min(2, cluster.cpus)}",
             numba_cache=numba_cache)
         # snakemake puts the rule in each job's comment; --gpus=1 shows as the job's TRES request
         queue = cluster.run("squeue", "--states=all", "--noheader",
