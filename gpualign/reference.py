@@ -9,7 +9,7 @@ import numpy as np
 import pysam
 
 from .errors import InputError
-from .seqio import read_bytes, split_lines
+from .seqio import iter_lines
 from .atomic import atomic_path
 
 # Letters we accept in a reference; everything that is not A/C/G/T becomes N.
@@ -20,12 +20,9 @@ _TO_MASKED = bytes.maketrans(b"acgt" + _NOT_ACGT, b"ACGT" + b"N" * len(_NOT_ACGT
 
 def parse_fasta(path: str):
     """Yield (name, sequence bytes, header line number) for each contig, validating as we go."""
-    lines = split_lines(read_bytes(path, "reference"))
-    if not any(ln.strip() for ln in lines):
-        raise InputError(f"reference {path}: empty file")
     name, header_line, chunks = None, 0, []
     seen = set()
-    for lineno, line in enumerate(lines, 1):
+    for lineno, line in enumerate(iter_lines(path, "reference"), 1):   # a contig at a time in memory
         if line.startswith(b">"):
             if name is not None:
                 yield _finish_contig(path, name, header_line, chunks)
@@ -40,8 +37,9 @@ def parse_fasta(path: str):
             if bad:
                 raise InputError(f"reference {path} line {lineno}: invalid character {bad[:1].decode(errors='replace')!r} in sequence")
             chunks.append(seq)
-    if name is not None:
-        yield _finish_contig(path, name, header_line, chunks)
+    if name is None:   # nothing but blank lines (a sequence line before any header stopped above)
+        raise InputError(f"reference {path}: empty file")
+    yield _finish_contig(path, name, header_line, chunks)
 
 
 def _contig_name(path, line, lineno, seen):

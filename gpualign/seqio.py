@@ -267,20 +267,21 @@ class Input:
             pass
 
 
-def read_bytes(path: str, what: str) -> bytes:
-    """The whole (decompressed) content of a plain or gzip file, or of `-` (stdin)."""
+def iter_lines(path: str, what: str, block: int = 1 << 24):
+    """The lines of a plain or gzip file (or `-`) without their ends (LF or CRLF), read a block at a
+    time: a reference of gigabases is never held whole."""
     with Input(path, what) as fh:
-        return fh.read()
+        tail = b""
+        while True:
+            data = fh.read(block)
+            if not data:
+                break
+            lines = (tail + data).split(b"\n")
+            tail = lines.pop()
+            for line in lines:
+                yield line[:-1] if line.endswith(b"\r") else line
+        if tail:
+            yield tail[:-1] if tail.endswith(b"\r") else tail
 
 
-def split_lines(data: bytes) -> list:
-    """Lines without their ends; CRLF is accepted as a line end."""
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    if b"\r" in data:
-        lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
-    return lines
-
-
-__all__ = ["Input", "Prefixed", "STDIN", "check_input", "read_bytes", "shown", "split_lines"]
+__all__ = ["Input", "Prefixed", "STDIN", "check_input", "iter_lines", "shown"]

@@ -286,3 +286,20 @@ def test_rapidgzip_only_for_a_big_file_with_threads_enough(tmp_path, threads, si
     with Input(str(path), "reads", threads, parallel_min=size_min, parallel_threads=4) as fh:
         assert fh.decoder == expected
         assert fh.read() == b"@a\nACGT\n+\nIIII\n" * 1000
+
+
+@pytest.mark.parametrize("block", [1, 3, 7, 1 << 20])
+def test_lines_read_a_block_at_a_time_are_the_files_lines(tmp_path, rng, block):
+    """iter_lines (the reference parser's) gives every line without its end, LF or CRLF, whatever the
+    block size cuts through, plain or gzip, with or without a last line end."""
+    import gzip as gz
+    from gpualign.seqio import iter_lines
+    lines = [bytes(rng.choice(list(b"ACGT>N "), size=int(rng.integers(0, 12)))) for _ in range(40)]
+    for ending, last in ((b"\n", b"\n"), (b"\r\n", b""), (b"\n", b"")):
+        data = ending.join(lines) + last
+        plain, packed = tmp_path / "f.txt", tmp_path / "f.txt.gz"
+        plain.write_bytes(data)
+        packed.write_bytes(gz.compress(data))
+        want = lines if last or lines[-1] else lines[:-1]
+        assert list(iter_lines(str(plain), "reference", block)) == want
+        assert list(iter_lines(str(packed), "reference", block)) == want
