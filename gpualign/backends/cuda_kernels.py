@@ -22,7 +22,6 @@ from numba.cuda.core import config as cuda_core_config
 from .. import choose, encode, extend, seed
 from ..extend import PAIR_DONE, RESCUE_COL, RESCUE_ROW, RESCUE_SCORE
 from ..options import MAX_INDELS
-from ..seed import MAX_SEEDS
 from .launch import CLOSE_THREADS, NARROW_T
 from . import rescue_block as rb
 from .rescue_block import BOUNDARY, LANES_BEST, MAX_ROWS
@@ -38,7 +37,7 @@ NARROW_BASES = (CLOSE_THREADS, ROW_STRIDE)
 
 # the per-read functions the kernels call, and the modules that define them
 _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read"],
-           seed: ["read_matches_at", "exact_hits", "seed_kmer", "seed_offset", "collect_seed_hits",
+           seed: ["read_matches_at", "exact_hits", "seed_kmer", "seed_offset", "scratch_words", "collect_seed_hits",
                   "merge_sort_runs", "vote_clusters", "find_candidates", "kept_candidates", "left_out_well_supported"],
            extend: ["window_of", "mismatches_below", "ungapped_most", "ungapped_most_one_gap", "is_mismatch",
                     "rows_from_start", "first_row_to_end", "one_gap_below", "ungapped_best", "ungapped_decides",
@@ -64,6 +63,7 @@ _dev = _device_functions()
 d_derive_read = _dev["derive_read"]
 d_exact_hits = _dev["exact_hits"]
 d_find_candidates = _dev["find_candidates"]
+d_scratch_words = _dev["scratch_words"]
 d_open_pair = _dev["open_pair"]
 d_close_pair = _dev["close_pair"]
 d_trace_pair = _dev["trace_pair"]
@@ -99,7 +99,7 @@ def _candidate_kernel(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_o
     for c in range(mcand):   # a read's unused vote slots read as 0 (search_incomplete looks at the first)
         cand_votes[x * mcand + c] = 0
     ncand[x] = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
-                                 idx_off, idx_pos, max_occ, t, hits, x * (2 * hmax + MAX_SEEDS), hmax,
+                                 idx_off, idx_pos, max_occ, t, hits, x * d_scratch_words(hmax), hmax,
                                  cand_keys, cand_votes, x * mcand, mcand, dropped, x)
 
 

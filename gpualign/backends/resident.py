@@ -23,7 +23,7 @@ from ..reads import word_offsets
 from . import cuda as cu
 from . import gpu, launch
 
-SEED_THREADS = 1 << 17   # threads of a seeding launch, each with its own hit scratch (2 * max_hits words)
+SEED_THREADS = 1 << 17   # threads of a seeding launch, each with its own scratch (seed.scratch_words(max_hits))
 RESEED_BLOCKS = 4096     # blocks of a re-seeding launch, each with its own scratch: about what the GPU holds at once
 K = gpu.Kernels("resident_kernels")   # the kernels (resident_kernels.py), as gpu.py hands them out
 

@@ -14,7 +14,7 @@ from ..extend import TR_NOPS
 from . import cuda_kernels as ck
 from . import seed_block as sb
 from .seed_block import MAX_RUNS, MAX_SEEDS
-from .cuda_kernels import MAX_W, d_derive_read, d_exact_hits, d_find_candidates, d_trace_pair
+from .cuda_kernels import MAX_W, d_derive_read, d_exact_hits, d_find_candidates, d_scratch_words, d_trace_pair
 
 d_kept_candidates = ck._dev["kept_candidates"]
 d_left_out = ck._dev["left_out_well_supported"]
@@ -77,7 +77,7 @@ def _seed_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos
         for c in range(mcand):   # unused vote slots read as 0 (left_out_well_supported looks at the first)
             cand_votes[row + c] = 0
         nc = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
-                               idx_off, idx_pos, max_occ, t, hits, tid * (2 * hmax + MAX_SEEDS), hmax,
+                               idx_off, idx_pos, max_occ, t, hits, tid * d_scratch_words(hmax), hmax,
                                cand_keys, cand_votes, row, mcand, dropped, r)
         ncand[r] = nc
         d_seeded(r, nc, counts, vote_fraction, cand_votes, row, dropped, incomplete, kept, per_read, redo, nredo)
