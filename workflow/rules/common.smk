@@ -24,7 +24,7 @@ if REPO not in _pythonpath.split(os.pathsep):
     os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (REPO, _pythonpath) if p))
 
 from gpualign.errors import InputError  # noqa: E402
-from gpualign.index import auto_k  # noqa: E402
+from gpualign.index import chosen_k  # noqa: E402
 from gpualign.options import MapParams  # noqa: E402
 from gpualign.provenance import script_hash  # noqa: E402
 
@@ -181,7 +181,7 @@ samples = units[["sample"]].drop_duplicates().set_index("sample", drop=False)
 
 def index_k(k, input):
     """The k an index job will use: auto's from the genome's size (the 2-bit image holds 4 bases a byte)."""
-    return auto_k(4 * os.path.getsize(input.packed)) if k == "auto" else int(k)
+    return chosen_k(k, 4 * os.path.getsize(input.packed))
 
 
 wildcard_constraints:
