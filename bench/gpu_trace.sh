@@ -7,7 +7,9 @@
 #       bash bench/gpu_trace.sh", carry=[".whlreal", ".peer", ".sim", ".data"])
 #
 # Set sizes and k as gpu_real.sh takes them (its header). RUNS [1]; ENV_B: a second setting to alternate with
-# (e.g. ENV_B="GPUALIGN_CUDA_RUNTIME=numba"), traced as <set><i>b. $OUT gets traces.tar.gz: trace_<set><i>.tsv,
+# (e.g. ENV_B="GPUALIGN_CUDA_RUNTIME=numba", or an older copy of the package: git archive REV gpualign | tar -x -C
+# .basepkg, carried, and ENV_B="PYTHONPATH=$PWD/.basepkg:/tmp/site:$PWD"), traced as <set><i>b after an untimed
+# warm-up map of its own. $OUT gets traces.tar.gz: trace_<set><i>.tsv,
 # log_<set><i>.txt, walls.txt (start, end and wall of each run: what passed before the first step and after the
 # last is the wall less the trace's span), gpu_real.txt; read it here with `python bench/timeline.py trace_X.tsv`.
 set -uo pipefail
@@ -33,6 +35,7 @@ inputs() {   # the map arguments of a set: index prefix and FASTQ file(s), as gp
 }
 traced() {   # tag, env assignments ('' for none), map arguments...
   local tag=$1 envs=$2; shift 2
+  rm -f /tmp/trace_out.bam /tmp/trace_out.bam.bai   # a run that replaces a file pays for deleting it
   local s=$(date +%s.%N)
   env $envs GPUALIGN_TRACE=$D/trace_$tag.tsv python3 -m gpualign map "$@" -t "${THREADS:-$(nproc)}" --backend cuda \
     2> $D/log_$tag.txt
@@ -41,6 +44,10 @@ traced() {   # tag, env assignments ('' for none), map arguments...
 }
 for set in ${SETS:-ecoli_se}; do
   args=$(inputs $set) || { echo "unknown set $set"; continue; }
+  if [ -n "${ENV_B:-}" ]; then   # ENV_B's kernels compiled before its first traced run (gpu_real.sh warmed the other)
+    env $ENV_B python3 -m gpualign map $args -o /tmp/trace_out.bam -t "${THREADS:-$(nproc)}" --backend cuda \
+      2> $D/warmup_${set}b.txt
+  fi
   for i in $(seq ${RUNS:-1}); do
     traced $set$i "" $args -o /tmp/trace_out.bam
     [ -n "${ENV_B:-}" ] && traced ${set}${i}b "$ENV_B" $args -o /tmp/trace_out.bam

@@ -207,7 +207,8 @@ class SortedBam(RecordSink):
                 with self.times("sorted BAM: index"):
                     self.write_index(entries)
         finally:
-            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            with trace.span("remove the run file"):
+                shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     def write_sorted(self):
         """The sorted BAM, its parts merged, gathered and compressed on all threads; returns the
