@@ -55,21 +55,7 @@ FRAG_MEAN=${FRAG_MEAN:-350}; FRAG_SD=${FRAG_SD:-35}
 # peer binaries carried in .peer (bwa and minimap2 come from .peer/*.deb through device_env.sh)
 chmod +x .peer/strobealign .peer/bwa-mem2* .peer/minibwa 2>/dev/null
 export PATH=$REPO/.peer:$PATH
-# the simulators: only their binaries out of the .debs, their libraries beside them, run through a wrapper that
-# points at those libraries alone (Debian's libgomp, libgsl; the machine's own libstdc++ and zlib)
-mkdir -p /tmp/sim/bin
-for deb in .sim/*.deb; do
-  case $deb in
-    */seqan-apps_*) dpkg-deb --fsys-tarfile "$deb" | tar -x -C /tmp/sim ./usr/lib/seqan/bin/mason_simulator;;
-    *) dpkg -x "$deb" /tmp/sim;;
-  esac
-done
-for pair in mason_simulator:/tmp/sim/usr/lib/seqan/bin/mason_simulator art_illumina:/tmp/sim/usr/bin/art_illumina; do
-  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s "$@"\n' /tmp/sim/usr/lib/x86_64-linux-gnu \
-    "${pair#*:}" > "/tmp/sim/bin/${pair%%:*}"
-  chmod +x "/tmp/sim/bin/${pair%%:*}"
-done
-export PATH=/tmp/sim/bin:$PATH
+source bench/device_sim.sh
 {
   for t in strobealign bwa-mem2 minibwa bwa minimap2; do printf '%s: %s\n' $t "$(command -v $t || echo missing)"; done
   mason_simulator --version 2>&1 | head -n 1

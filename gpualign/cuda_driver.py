@@ -97,6 +97,14 @@ def device_facts() -> tuple[str, tuple[int, int]]:
 # ---- memory ------------------------------------------------------------------------------------
 
 
+def memory_info() -> tuple[int, int]:
+    """(free, total) bytes of the device's memory."""
+    _bind()
+    free, total = _c_size(), _c_size()
+    _call("cuMemGetInfo_v2", ctypes.byref(free), ctypes.byref(total))
+    return free.value, total.value
+
+
 class _Allocation:
     """Device memory, freed when the last array over it goes."""
 

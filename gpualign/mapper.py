@@ -195,10 +195,11 @@ def with_rescued(n, cand: Candidates, new_read, new_key, new_ext) -> Candidates:
                       np.concatenate((cand.ext, new_ext))[order])
 
 
-def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTimes, paired: bool = False):
-    """(batch, result) in input order. A backend with BATCHES_IN_FLIGHT > 1 (cuda) maps that many
-    batches at once on threads of their own, so one batch's GPU work overlaps another's host work;
-    results do not depend on it (every read is mapped on its own)."""
+def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTimes, paired: bool = False,
+                   in_flight: int | None = None):
+    """(batch, result) in input order. in_flight > 1 (default: the backend's BATCHES_IN_FLIGHT; cuda
+    has 3) maps that many batches at once on threads of their own, so one batch's GPU work overlaps
+    another's host work; results do not depend on it (every read is mapped on its own)."""
     def map_one(batch):
         if batch.k != index.k:
             raise InputError(f"reads were encoded with k={batch.k} but the index has k={index.k}")
@@ -215,7 +216,7 @@ def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTi
                 return
             yield batch
 
-    in_flight = getattr(backend, "BATCHES_IN_FLIGHT", 1)
+    in_flight = in_flight or getattr(backend, "BATCHES_IN_FLIGHT", 1)
     if in_flight <= 1:
         yield from map(map_one, timed(batches))
         return
@@ -297,10 +298,16 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
         with trace.span("start backend"):
             backend = get_backend(backend_name, log)
             ensure_compiled(backend.NAME, log)   # a cold cache compiles first, before the mapping clock starts
+            plan = getattr(backend, "batch_plan", None)   # the GPU's memory: checked before anything goes up
+            plan = plan(genome, index, p, paired, log) if plan else None
         warming = early.submit(warm_up, backend, genome, index, p, paired)   # while the first batch is read
         head = reading.result()
         warming.result()
     batches = itertools.chain([] if head is None else [head], batches)
+    in_flight, size = (plan(max(int(head.lengths.max(initial=1)) if head is not None else 1, 1)) if plan
+                       else (getattr(backend, "BATCHES_IN_FLIGHT", 1), p.batch_size))
+    if size < p.batch_size and not paired:   # smaller batches where the GPU's memory asks for them
+        batches = as_batches(batches, size)
     header = make_header(genome, read_group, command_line, sort_order="coordinate" if sort and not sam else "unsorted")
     rg_id = read_group["ID"] if read_group else None
     times = StageTimes()
@@ -318,7 +325,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
         out = UnsortedBam(out_path, header, encode, compression_level, threads)
     progress = Progress(log, backend.NAME)
     try:
-        for batch, res in mapped_batches(batches, genome, index, p, backend, times, paired):
+        for batch, res in mapped_batches(batches, genome, index, p, backend, times, paired, in_flight):
             if sam:
                 for rec in batch_records(batch, res, genome, header, rg_id):
                     out.write(rec)

@@ -6,6 +6,7 @@ The CUDA backend runs in numba's simulator here (conftest.py); run with NUMBA_EN
 a GPU machine to check the compiled kernels with these same tests.
 """
 
+import threading
 import time
 
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 from numba import cuda as numba_cuda
 
 from gpualign.backends import cpu, cuda, get_backend, launch, resident, resident_kernels
+from gpualign.errors import InputError
 from gpualign.mapper import StageTimes, map_batch, map_reads, mapped_batches
 from gpualign.options import MapParams
 from gpualign.reads import derived, encode_reads, finish_reads, subset
@@ -235,3 +237,103 @@ def test_batches_keep_mapping_while_the_caller_is_busy(monkeypatch, world):
     assert len(started) >= 5   # fed one at a time by the caller, two would have started
     rest = [b for b, _ in results]
     assert [b.name(0) for b in [first, *rest]] == [b.name(0) for b in batches]
+
+
+# ---- the GPU's memory: batches planned to fit it ---------------------------------------------------
+
+def kept_device_buffers(run):
+    """{slot: bytes} of the device buffers a fresh mapping thread keeps after run() (cuda._local is
+    per thread: a new thread starts with none)."""
+    out = {}
+
+    def body():
+        run()
+        out.update({slot: buf.nbytes for slot, (buf, _) in cuda._local.device.items()})
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    return out
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_the_memory_model_covers_every_buffer_a_batch_keeps(monkeypatch, world, paired):
+    """resident.device_slots names every device buffer a mapped batch leaves kept and is at least its
+    size (buffers a quarter larger, as cuda.kept_bytes makes them; the smallest-buffer floor off, so
+    small batches measure the model), and not far above it for the buffers that scale with reads."""
+    from gpualign.mapper import map_pair_batch
+    from helpers import simulate_pairs
+    rng, genome, seqs, index = world
+    monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
+    monkeypatch.setattr(cuda, "MIN_BUFFER", 1)
+    if paired:
+        batch, _ = simulate_pairs(rng, seqs, 40, length=50, insert=(250, 25))
+        p = MapParams(max_indels=3, min_score=15, max_candidates=4, max_hits=64)
+        kept = kept_device_buffers(lambda: map_pair_batch(batch, genome, index, p, cuda))
+    else:
+        batch, _ = simulate_reads(rng, seqs, 30, length=55, n_rate=0.01)
+        p = MapParams(max_indels=3, min_score=15, max_candidates=4, max_hits=64)
+        kept = kept_device_buffers(lambda: map_batch(batch, genome, index, p, cuda))
+    model = resident.device_slots(len(batch), int(batch.lengths.max()), p, single_end=not paired)
+    assert kept and set(kept) <= set(model), set(kept) - set(model)
+    for slot, size in kept.items():
+        assert size <= cuda.kept_bytes(model[slot]), slot
+    scaling = [s for s in kept if model[s] >= 8 * len(batch)]
+    assert len(scaling) > 10
+    assert sum(kept[s] for s in scaling) >= sum(cuda.kept_bytes(model[s]) for s in scaling) // 3
+
+
+def test_batches_are_planned_to_fit_the_gpus_memory():
+    """Three full batches where they fit; else two, at halved sizes for single-end reads; else one;
+    paired batches keep their size; and where nothing fits, one line that says what is needed."""
+    gib = 1 << 30
+    per_batch = lambda n: n * 20_000   # noqa: E731 - 4 GB for 200,000 reads
+    plan = lambda free, paired=False: cuda.plan_batches(free, 16 * gib, per_batch, 200_000, paired, most=3)  # noqa: E731
+    assert plan(80 * gib) == (3, 200_000)
+    assert plan(26 * gib) == (2, 200_000)
+    assert plan(22 * gib) == (2, 100_000)       # two half batches before one full one
+    assert plan(22 * gib, paired=True) == (1, 200_000)
+    assert plan(18 * gib) == (2, 25_000)       # down to cuda.MIN_SINGLE_BATCH reads
+    assert plan(17 * gib + (600 << 20)) == (1, 25_000)
+    with pytest.raises(InputError) as err:
+        plan(17 * gib)
+    message = str(err.value)
+    assert "\n" not in message and "GPU has 17.0 GiB free" in message and "--backend cpu" in message
+    assert "genome and index 16.0 GiB" in message
+
+
+def test_a_gpu_too_small_for_the_index_is_one_line(monkeypatch, world, tmp_path):
+    """map_reads on cuda checks the GPU's free memory before anything goes up: an index that cannot fit
+    is an InputError, and a GPU that fits one batch at a time maps the same records."""
+    rng, genome, seqs, index = world
+    batch, _ = simulate_reads(rng, seqs, 20, length=50)
+    monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
+    p = MapParams(max_indels=3, min_score=15, max_candidates=2, max_hits=24, batch_size=8)
+    fixed = cuda.resident_bytes(genome, index)
+    one = cuda.batch_bytes(8, 50, p, True)
+    logs = []
+    monkeypatch.setattr(cuda, "memory_info", lambda: (fixed + cuda.GPU_RESERVE + one + one // 2, 80 << 30))
+    records = {}
+    for name in ("cpu", "cuda"):
+        out = str(tmp_path / f"{name}.bam")
+        map_reads(genome, index, batch, out, p, backend_name=name, threads=2, log=logs.append)
+        with pysam.AlignmentFile(out, check_sq=False) as bam:
+            records[name] = [r.to_string() for r in bam]
+    assert records["cuda"] == records["cpu"]
+    assert any("1 batch in flight" in line for line in logs), logs
+    monkeypatch.setattr(cuda, "memory_info", lambda: (fixed, 80 << 30))
+    with pytest.raises(InputError, match="^backend cuda: this index needs .* GiB of GPU memory"):
+        map_reads(genome, index, batch, str(tmp_path / "x.bam"), p, backend_name="cuda", threads=2,
+                  log=lambda msg: None)
+
+
+@pytest.mark.parametrize("dtype, size", [(np.uint32, 10_001), (np.int64, 7), (np.uint8, 0)])
+def test_a_memory_mapped_array_goes_up_from_its_file(monkeypatch, tmp_path, rng, dtype, size):
+    """upload_from_file reads a memory-mapped array's bytes from its file (an offset inside it, as an
+    index's arrays sit in its .npz) on several threads in small chunks: the device copy is the array."""
+    monkeypatch.setattr(cuda, "UPLOAD_CHUNK", 4096)
+    monkeypatch.setattr(cuda, "UPLOAD_THREADS", 3)
+    data = rng.integers(0, 1 << 30, size=size).astype(dtype)
+    path = tmp_path / "a.bin"
+    path.write_bytes(b"x" * 123 + data.tobytes() + b"tail")
+    mapped = np.memmap(path, dtype=dtype, mode="c", offset=123, shape=(size,))
+    assert np.array_equal(cuda.upload_from_file(mapped).copy_to_host(), data)

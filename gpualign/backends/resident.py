@@ -157,3 +157,39 @@ def candidates_and_choice(reads, genome, index, p):
     read, key, ext, eff, raw, loc, span, keep = cu._fetch(
         *(d[f][:m] for f in ("pair read", "pair key", "ext", "eff", "raw", "loc", "span", "keep")))
     return counts, (read, key, start, ext), incomplete, (eff, raw, loc, span, keep), tuple(choice)
+
+
+def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
+    """Bytes of each buffer a mapping thread keeps on the GPU (cuda._kept's slots, by name) for a batch
+    of n reads of at most maxlen bases: _chain's, and for pairs the traceback, mate rescue and
+    rescued extension after it. What a batch in flight holds (cuda.plan_batches sizes batches by
+    it); a test holds it to the buffers a mapped batch made, slot by slot."""
+    tn, t = p.tuning, p.max_indels
+    widen = tn.reseed_hits > 0
+    stride = p.max_candidates * (tn.reseed_candidates if widen else 1)
+    bound = n * max(stride + 1, p.max_exact)
+    words = n * -(-maxlen // 16)
+    traced = n if single_end else 1
+    first, again = min(n, SEED_THREADS), min(n, RESEED_BLOCKS)
+    slots = {"batch integers": 8 * (3 * n + 5), "codes": n * maxlen, "rc_codes": n * maxlen,
+             "packed": 4 * words, "rc_packed": 4 * words, "hbin": 8 * n, "rc_hbin": 8 * n,
+             "incomplete": n, "exact keys": 8 * n * p.max_exact, "candidate keys": 8 * n * stride,
+             "votes": 8 * n * stride, "redo": 8 * (n if widen else 1), "pair start": 8 * (n + 1),
+             "pair read": 8 * bound, "pair key": 8 * bound, "extension": 8 * extend.EXT_COLUMNS * bound,
+             "open pairs": 8 * bound, "no traceback": 1, "loci keep": bound,
+             "hits": 8 * max(_grid_threads(first) * seed.scratch_words(p.max_hits),
+                             again * 2 * p.max_hits * tn.reseed_hits if widen else 0)}
+    slots |= {f: 8 * n for f in ("counts", "ncand", "dropped", "kept", "per read", "picked")}
+    slots |= {f"loci {f}": 8 * bound for f in ("eff", "raw", "loc", "end", "span")}
+    slots |= {f"choice {f}": 8 * n for f in CHOICE}
+    if widen:
+        slots["no list"] = 8
+    if not single_end:   # the chosen placements' traceback, mate rescue, the rescued candidates' extension
+        traced = n
+        tasks = n * tn.rescue_per_read
+        slots |= {f: 8 * n for f in ("sel_read", "sel_key", "sel_local")}
+        slots |= {f: 8 * tasks for f in ("task_read", "task_strand", "task_start", "task_len", "pair_read", "pair_key")}
+        slots |= {"rescue": 8 * extend.RESCUE_COLUMNS * tasks, "extension counters": 16}
+    slots |= {"ops": traced * (2 * maxlen + 2), "lens": 4 * traced * (2 * maxlen + 2),
+              "traceback": 8 * TR_COLUMNS * traced, "traceback bytes": traced * maxlen * (2 * t + 1)}
+    return slots
