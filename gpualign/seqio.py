@@ -267,21 +267,35 @@ class Input:
             pass
 
 
-def iter_lines(path: str, what: str, block: int = 1 << 24):
-    """The lines of a plain or gzip file (or `-`) without their ends (LF or CRLF), read a block at a
-    time: a reference of gigabases is never held whole."""
+def iter_line_blocks(path: str, what: str, block: int = 1 << 24):
+    """(text, number of its first line) of a plain or gzip file (or `-`), read `block` bytes at a time
+    and cut after a line end: each text is whole lines (the file's last may lack its line end). A
+    reference of gigabases is never held whole, and its millions of lines need no Python each."""
     with Input(path, what) as fh:
-        tail = b""
+        tail, lineno = b"", 1
         while True:
             data = fh.read(block)
             if not data:
                 break
-            lines = (tail + data).split(b"\n")
-            tail = lines.pop()
-            for line in lines:
-                yield line[:-1] if line.endswith(b"\r") else line
+            data = tail + data
+            cut = data.rfind(b"\n") + 1
+            tail = data[cut:]
+            if cut:
+                yield data[:cut], lineno
+                lineno += data.count(b"\n", 0, cut)
         if tail:
-            yield tail[:-1] if tail.endswith(b"\r") else tail
+            yield tail, lineno
 
 
-__all__ = ["Input", "Prefixed", "STDIN", "check_input", "iter_lines", "shown"]
+def iter_lines(path: str, what: str, block: int = 1 << 24):
+    """The lines of a plain or gzip file (or `-`) without their ends (LF or CRLF), read a block at a
+    time."""
+    for text, _ in iter_line_blocks(path, what, block):
+        lines = text.split(b"\n")
+        if text.endswith(b"\n"):
+            lines.pop()
+        for line in lines:
+            yield line[:-1] if line.endswith(b"\r") else line
+
+
+__all__ = ["Input", "Prefixed", "STDIN", "check_input", "iter_line_blocks", "iter_lines", "shown"]

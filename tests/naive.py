@@ -371,3 +371,46 @@ def bai_linear(pos, end, vstart) -> bytes:
     filled = np.maximum.accumulate(np.where(unset, 0, offsets))   # previous value for empty windows
     offsets = np.where(unset, filled, offsets)
     return struct.pack("<i", n) + offsets.astype("<u8").tobytes()
+
+
+def parse_fasta_lines(path: str):
+    """(name, masked sequence) of each contig, or the InputError's message: a line at a time, each line
+    stripped of surrounding whitespace, as reference.parse_fasta reads a FASTA."""
+    import gzip
+    from gpualign.reference import _LETTERS, _TO_MASKED
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    with (gzip.open if gz else open)(path, "rb") as fh:
+        lines = fh.read().split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out, name, seq, seen, header = [], None, [], set(), 0
+    for lineno, line in enumerate(lines, 1):
+        line = line[:-1] if line.endswith(b"\r") else line
+        if line.startswith(b">"):
+            if name is not None:
+                if not b"".join(seq):
+                    return f"reference {path} line {header}: contig {name!r} has no sequence"
+                out.append((name, b"".join(seq).translate(_TO_MASKED)))
+            words = line[1:].split()
+            if not words:
+                return f"reference {path} line {lineno}: header with no contig name"
+            name = words[0].decode("ascii", errors="replace")
+            if name in seen:
+                return f"reference {path} line {lineno}: duplicate contig name {name!r}"
+            seen.add(name)
+            header, seq = lineno, []
+        elif name is None:
+            if line.strip():
+                return f"reference {path} line {lineno}: sequence before the first '>' header (not a FASTA file?)"
+        else:
+            bad = line.strip().translate(None, _LETTERS)
+            if bad:
+                return f"reference {path} line {lineno}: invalid character {bad[:1].decode()!r} in sequence"
+            seq.append(line.strip())
+    if name is None:
+        return f"reference {path}: empty file"
+    if not b"".join(seq):
+        return f"reference {path} line {header}: contig {name!r} has no sequence"
+    out.append((name, b"".join(seq).translate(_TO_MASKED)))
+    return out

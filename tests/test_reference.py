@@ -44,6 +44,42 @@ def test_bad_fasta_is_one_clear_error(tmp_path, text, message):
     assert src in str(err.value) and "\n" not in str(err.value)
 
 
+def random_fasta(rng) -> bytes:
+    """A FASTA with what real files hold and what they should not: lower case and IUPAC letters, CRLF,
+    blank lines, spaces around lines, lines of any length, empty and duplicate contigs, bad letters."""
+    parts = []
+    if rng.random() < 0.2:
+        parts.append(rng.choice([b"\n", b"  \n", b"ACGT\n"]))
+    for c in range(int(rng.integers(1, 5))):
+        name = rng.choice([f"c{c}", "c0", ""]) if rng.random() < 0.1 else f"c{c}"
+        parts.append(f">{name} some description\n".encode())
+        for _ in range(int(rng.integers(0 if rng.random() < 0.05 else 1, 12))):
+            line = rng.choice(np.frombuffer(b"ACGTacgtNRYn", dtype=np.uint8), size=int(rng.integers(0, 70))).tobytes()
+            if rng.random() < 0.03:
+                line += rng.choice([b"1", b" ", b"-", b"*"]) + line
+            if rng.random() < 0.05:
+                line = b" " + line + b"\t"
+            parts.append(line + rng.choice([b"\n", b"\r\n", b"\n\n"], p=[0.85, 0.1, 0.05]))
+    text = b"".join(parts)
+    return text[:-1] if rng.random() < 0.2 else text
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 1 << 24])
+def test_fasta_parsed_in_blocks_is_the_fasta_read_line_by_line(tmp_path, rng, block):
+    """parse_fasta (blocks of lines, sequence checked and joined a block at a time) gives the contigs, or
+    the first error with its line, that reading one line at a time gives, wherever the blocks cut."""
+    from naive import parse_fasta_lines
+    for trial in range(60):
+        path = tmp_path / f"r{trial}.fa"
+        path.write_bytes(random_fasta(rng))
+        want = parse_fasta_lines(str(path))
+        try:
+            got = [(name, seq) for name, seq, _ in parse_fasta(str(path), block)]
+        except InputError as exc:
+            got = str(exc)
+        assert got == want, path.read_bytes()[:300]
+
+
 def test_corrupt_gzip_is_reported(tmp_path):
     path = tmp_path / "x.fa.gz"
     path.write_bytes(gzip.compress(b">a\nACGT\n" * 1000)[:-20])
