@@ -132,24 +132,25 @@ HOST_PARALLEL = threading.Lock()
 
 
 @njit(cache=True, parallel=True, nogil=True)
-def choose(name_hash, pair_start, pair_key, eff, raw, loc, span, keep, incomplete, match, mismatch, min_score,
+def choose(name_hash, pair_start, pair_key, eff, raw, loc, span, keep, unseen, match, mismatch, min_score,
            out_key, out_local, out_as, out_xs, out_mapq):
     """Pick each read's primary placement among its loci (all_loci): choose_one for every read."""
     for r in prange(name_hash.shape[0]):
-        choose_one(r, name_hash, pair_start, pair_key, eff, raw, loc, span, keep, incomplete, match, mismatch,
+        choose_one(r, name_hash, pair_start, pair_key, eff, raw, loc, span, keep, unseen, match, mismatch,
                    min_score, out_key, out_local, out_as, out_xs, out_mapq)
 
 
 @njit(cache=True)
-def choose_one(r, name_hash, pair_start, pair_key, eff, raw, loc, span, keep, incomplete, match, mismatch, min_score,
+def choose_one(r, name_hash, pair_start, pair_key, eff, raw, loc, span, keep, unseen, match, mismatch, min_score,
                out_key, out_local, out_as, out_xs, out_mapq):
     """Read r's primary placement among its loci (no scratch: it runs as a CUDA device function too).
 
     Equal best loci are broken by the read-name hash, and get MAPQ 0: the ties ordered by key (then
     by position in the list), the one at rank name_hash % ties is picked, so the pick does not
-    depend on candidate order. So do reads whose candidate search was incomplete (a locus as well
-    supported as the best was left out, as in repeats): a better placement may exist unseen.
-    out_key = -1: unmapped.
+    depend on candidate order. Where the candidate search left a well supported locus out (as in
+    repeats), unseen[r] is the most it could score (seed.unseen_score, NEG otherwise): the MAPQ is
+    the lead over the second locus or over that, whichever is less (0 where the unseen locus could
+    score as high as the best). out_key = -1: unmapped.
     """
     a = pair_start[r]
     b = pair_start[r + 1]
@@ -186,17 +187,17 @@ def choose_one(r, name_hash, pair_start, pair_key, eff, raw, loc, span, keep, in
     out_local[r] = loc[chosen]
     out_as[r] = raw[chosen]
     out_xs[r] = second if second >= min_score else -1
-    out_mapq[r] = 0 if incomplete[r] else mapq_of(best, second, nties, raw[chosen], span[chosen],
-                                                   match, mismatch, min_score)
+    out_mapq[r] = mapq_of(best, max(second, unseen[r]), nties, raw[chosen], span[chosen], match, mismatch,
+                          min_score)
 
 
-def single_end_choice(batch, pair_start, pair_key, loci: Loci, incomplete, p, times) -> Choice:
+def single_end_choice(batch, pair_start, pair_key, loci: Loci, unseen, p, times) -> Choice:
     """Each read's own best placement, as map_batch chooses it."""
     n = len(batch)
     out = Choice(np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),
                  np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64))
     with times("choice"), HOST_PARALLEL:
-        choose(batch.name_hash, pair_start, pair_key, loci.eff, loci.raw, loci.loc, loci.span, loci.keep, incomplete,
+        choose(batch.name_hash, pair_start, pair_key, loci.eff, loci.raw, loci.loc, loci.span, loci.keep, unseen,
                p.match, p.mismatch, p.min_score, *out)
     return out
 

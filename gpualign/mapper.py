@@ -34,7 +34,7 @@ from .options import MapParams
 from .output import scratch_dir
 from .reads import Reads, encode_reads
 from .sam import make_header
-from .seed import candidate_pairs, reseed_incomplete, search_incomplete
+from .seed import candidate_pairs, edit_cost, reseed_incomplete, unseen_scores
 from .threads import in_background, ordered_map
 
 
@@ -84,9 +84,9 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTi
         with times("mapping (resident on the GPU)"):
             *choice, ops, lens, trace_rows, mapped = resident(batch, genome, index, p)
         return BatchResult(*choice, ops=ops, lens=lens, trace=trace_rows, mapped=mapped)
-    exact, cand, incomplete = extended_candidates(batch, genome, index, p, backend, times, multi_exact=False)
+    exact, cand, unseen = extended_candidates(batch, genome, index, p, backend, times, multi_exact=False)
     loci = timed_loci(cand, batch, p, times)
-    choice = single_end_choice(batch, cand.start, cand.key, loci, incomplete, p, times)
+    choice = single_end_choice(batch, cand.start, cand.key, loci, unseen, p, times)
     with times("choice"):
         place_multi_exact(exact.counts, exact.keys, batch.name_hash, batch.lengths, p.max_exact, p.match, *choice)
     return traced(batch, genome, p, backend, times, choice)
@@ -102,17 +102,18 @@ def map_pair_batch(batch: Reads, genome, index, p: MapParams, backend, times: St
     resident = getattr(backend, "candidates_and_choice", None)
     if resident is not None:
         with times("mapping (resident on the GPU)"):
-            _, cand, incomplete, loci, choice = resident(batch, genome, index, p)
+            _, cand, unseen, loci, choice = resident(batch, genome, index, p)
         cand, loci, choice = Candidates(*cand), Loci(*loci), Choice(*choice)
     else:
-        exact, cand, incomplete = extended_candidates(batch, genome, index, p, backend, times, multi_exact=True)
-        incomplete |= exact.counts > p.max_exact   # exact copies beyond those stored were not seen
+        exact, cand, unseen = extended_candidates(batch, genome, index, p, backend, times, multi_exact=True)
+        beyond = exact.counts > p.max_exact   # exact copies beyond those stored were not seen: a perfect score
+        unseen[beyond] = lengths[beyond] * p.match
         loci = timed_loci(cand, batch, p, times)
-        choice = single_end_choice(batch, cand.start, cand.key, loci, incomplete, p, times)
+        choice = single_end_choice(batch, cand.start, cand.key, loci, unseen, p, times)
     with times("pairing"):
         starts = block_starts(n // 2, tn.insert_block)
         block = block_of_fragments(starts)
-        inserts = pairing.insert_estimates(choice.key, choice.mapq, incomplete, lengths, genome.offsets, starts, tn)
+        inserts = pairing.insert_estimates(choice.key, choice.mapq, unseen, lengths, genome.offsets, starts, tn)
         tasks = pairing.rescue_tasks(cand.start, cand.key, loci.eff, loci.keep, lengths, block, inserts,
                                      genome.offsets, genome.ends, p.max_indels, p.min_score, p.unpaired_penalty, tn)
     if len(tasks[0]):
@@ -126,10 +127,10 @@ def map_pair_batch(batch: Reads, genome, index, p: MapParams, backend, times: St
                 new_ext = backend.extend_stage(batch, genome, new_read, new_key, p)
             cand = with_rescued(n, cand, new_read, new_key, new_ext)
             loci = timed_loci(cand, batch, p, times)
-            choice = single_end_choice(batch, cand.start, cand.key, loci, incomplete, p, times)
+            choice = single_end_choice(batch, cand.start, cand.key, loci, unseen, p, times)
     proper = np.zeros(n, dtype=np.int64)
     with times("pairing"), HOST_PARALLEL:
-        pairing.choose_fragments(cand.start, cand.key, *loci, lengths, batch.name_hash, incomplete, block, inserts,
+        pairing.choose_fragments(cand.start, cand.key, *loci, lengths, batch.name_hash, unseen, block, inserts,
                                  genome.offsets, p.match, p.mismatch, p.min_score, p.unpaired_penalty,
                                  tn.max_fragment, *choice, proper)
     return traced(batch, genome, p, backend, times, choice, proper, inserts)
@@ -150,9 +151,9 @@ class Candidates(NamedTuple):
 
 def extended_candidates(batch, genome, index, p, backend, times, multi_exact):
     """The stages every read goes through: exact match, seeding (redone wider where incomplete),
-    candidate loci and their banded extension. Returns (Exact, Candidates, incomplete), the
-    candidates grouped by read as candidate_pairs makes them; incomplete: reads whose search left
-    out a well supported locus."""
+    candidate loci and their banded extension. Returns (Exact, Candidates, unseen), the
+    candidates grouped by read as candidate_pairs makes them; unseen: per read, the most a locus
+    left out of its search could score (seed.unseen_score; NEG where none well supported was)."""
     n = len(batch)
     with times("exact match"):
         exact = Exact(*backend.exact_stage(batch, genome, index, p))
@@ -164,10 +165,11 @@ def extended_candidates(batch, genome, index, p, backend, times, multi_exact):
     with times("choice"):
         pair_read, pair_key, pair_start = candidate_pairs(n, need, ncand, ckeys, cvotes, exact.counts, exact.keys,
                                                           multi_exact, p.tuning.vote_fraction)
-        incomplete = search_incomplete(n, need, cvotes, dropped, exact.counts)
+        unseen = unseen_scores(n, need, cvotes, dropped, exact.counts, batch.lengths, index.k, p.match,
+                               edit_cost(p))
     with times("extension"):
         ext = backend.extend_stage(batch, genome, pair_read, pair_key, p)
-    return exact, Candidates(pair_read, pair_key, pair_start, ext), incomplete
+    return exact, Candidates(pair_read, pair_key, pair_start, ext), unseen
 
 
 def timed_loci(cand: Candidates, batch, p, times):

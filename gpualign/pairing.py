@@ -55,12 +55,13 @@ def fr_insert(kx, nx, ky, ny, c_off, max_fragment):
 
 
 @njit(cache=True, nogil=True)
-def insert_estimates(key, mapq, incomplete, lengths, c_off, starts, tn):
+def insert_estimates(key, mapq, unseen, lengths, c_off, starts, tn):
     """Per block of fragments: valid, mean, sd, low, high (the proper-pair insert range: tn.spread sds
     around the mean or tn.proper_iqr IQRs outside the quartiles, whichever is wider), count; valid
     where at least tn.min_fragments count (tn: options.Tuning).
 
-    From fragments whose mates both placed confidently on their own: the quartiles, then mean and
+    From fragments whose mates both placed confidently on their own, each with a complete candidate
+    search (unseen NEG: choose.choose_one): the quartiles, then mean and
     sd of the inserts within tn.outlier_iqr interquartile ranges of them (after bwa's estimate)."""
     nb = starts.shape[0] - 1
     stats = np.zeros((nb, 6), dtype=np.float64)
@@ -70,7 +71,7 @@ def insert_estimates(key, mapq, incomplete, lengths, c_off, starts, tn):
         for f in range(starts[b], starts[b + 1]):
             r1 = 2 * f
             r2 = r1 + 1
-            if key[r1] < 0 or key[r2] < 0 or incomplete[r1] or incomplete[r2]:
+            if key[r1] < 0 or key[r2] < 0 or unseen[r1] > NEG or unseen[r2] > NEG:
                 continue
             if mapq[r1] < tn.confident_mapq or mapq[r2] < tn.confident_mapq:
                 continue
@@ -196,14 +197,16 @@ def rescued_keys(t_strand, t_start, found, min_score):
 
 
 @njit(cache=True, parallel=True, nogil=True)
-def choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, name_hash, incomplete, block,
+def choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, name_hash, unseen, block,
                      stats, c_off, match, mismatch, min_score, unpaired_penalty, max_fragment,
                      out_key, out_local, out_as, out_xs, out_mapq, out_proper):
     """Both mates' placements at once. The best FR combination within the block's insert range scores
     both mates' scores less an insert-size penalty; it wins over placing the mates apart when it beats
     their two best scores less unpaired_penalty (as bwa). The winners are properly paired, and each
     mate's MAPQ is raised by the pair's lead over the runner-up, at most 40 above its own. Otherwise
-    the single-end choice already in out_* stands. Equal best combinations: the R1 name hash picks."""
+    the single-end choice already in out_* stands. Equal best combinations: the R1 name hash picks.
+    unseen: per read, the most a locus its search left out could score (choose.choose_one); with both
+    mates' searches incomplete the pair's lead counts for nothing."""
     nfrag = lengths.shape[0] // 2
     for f in prange(nfrag):
         r1 = 2 * f
@@ -257,11 +260,11 @@ def choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, n
             cx = bx
             cy = by
         q_pe = 0
-        if nties == 1 and not (incomplete[r1] and incomplete[r2]):
+        if nties == 1 and not (unseen[r1] > NEG and unseen[r2] > NEG):
             q_pe = min(60, int(6.0 * (best - max(second, unpaired)) / match + 0.499))
-        place_mate(r1, cx, pair_start, pair_key, eff, raw, loc, span, keep, lengths, incomplete, q_pe,
+        place_mate(r1, cx, pair_start, pair_key, eff, raw, loc, span, keep, lengths, unseen, q_pe,
                    match, mismatch, min_score, out_key, out_local, out_as, out_xs, out_mapq)
-        place_mate(r2, cy, pair_start, pair_key, eff, raw, loc, span, keep, lengths, incomplete, q_pe,
+        place_mate(r2, cy, pair_start, pair_key, eff, raw, loc, span, keep, lengths, unseen, q_pe,
                    match, mismatch, min_score, out_key, out_local, out_as, out_xs, out_mapq)
         out_proper[r1] = 1
         out_proper[r2] = 1
@@ -301,14 +304,15 @@ def alone_score(pair_start, eff, keep, r, min_score):
 
 
 @njit(cache=True, nogil=True)
-def place_mate(r, x, pair_start, pair_key, eff, raw, loc, span, keep, lengths, incomplete, q_pe,
+def place_mate(r, x, pair_start, pair_key, eff, raw, loc, span, keep, lengths, unseen, q_pe,
                match, mismatch, min_score, out_key, out_local, out_as, out_xs, out_mapq):
-    """Mate r placed at candidate x by pairing: its own MAPQ where x is its unique best locus (0 after
-    an incomplete search), raised towards the pair's, at most 40 above its own."""
+    """Mate r placed at candidate x by pairing: its own MAPQ where x is its unique best locus (its lead
+    over the other loci and over what its search left out: choose.choose_one), raised towards the
+    pair's, at most 40 above its own."""
     other = best_score(pair_start, eff, keep, r, x)
     q_se = 0
-    if eff[x] > other and not incomplete[r]:
-        q_se = mapq_of(eff[x], other, 1, raw[x], span[x], match, mismatch, min_score)
+    if eff[x] > other:
+        q_se = mapq_of(eff[x], max(other, unseen[r]), 1, raw[x], span[x], match, mismatch, min_score)
     out_key[r] = pair_key[x]
     out_local[r] = loc[x]
     out_as[r] = raw[x]

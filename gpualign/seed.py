@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit
 
 from .encode import DIAG_BIAS, MASK32, STRAND_BIT, any_n, contig_of, genome_word
+from .extend import NEG
 from .options import MIN_K
 from .reads import MAX_READ_LEN
 
@@ -324,4 +325,43 @@ def search_incomplete(n, need, cvotes, dropped, counts):
     """
     out = np.zeros(n, dtype=np.bool_)
     out[need] = (dropped > 0) & (2 * dropped >= cvotes[:, 0]) & (counts[need] == 0)
+    return out
+
+
+@njit(cache=True)
+def unseen_score(dropped, best_votes, exact_count, n, k, match, cost):
+    """The most a locus left out of a read's candidate search could score (NEG when the search left out
+    no well supported locus: left_out_well_supported), for the MAPQ to weigh as it weighs the second
+    locus: a placement is no surer than its lead over what the search could not see.
+
+    The best kept candidate's seed votes stand for the seeds the search looked up (at most one
+    strand's, (n + k - 1) // k, so that tandem hits in one cluster do not count twice); the left-out
+    locus has at most `dropped` of them. Each seed it lacks has an edit of the read in its window,
+    and the windows are disjoint but for the last, which overlaps the one before where k does not
+    divide n: one edit there can break two. So m = votes - dropped missing seeds mean at least m
+    edits, m - 1 where two of them may share the overlap, each costing at least `cost`
+    (edit_cost())."""
+    if not left_out_well_supported(dropped, best_votes, exact_count):
+        return NEG
+    seeds = (n + k - 1) // k
+    missing = min(best_votes, seeds) - dropped
+    if missing <= 0:
+        return n * match
+    edits = missing - 1 if missing >= 2 and n % k != 0 else missing
+    return n * match - edits * cost
+
+
+def edit_cost(p):
+    """The least score an edit costs an alignment against a perfect match: a mismatch (match +
+    mismatch), a gap (gap_open + gap_extend), or clipping an end (match + clip_penalty)."""
+    return min(p.match + p.mismatch, p.gap_open + p.gap_extend, p.match + p.clip_penalty)
+
+
+@njit(cache=True, nogil=True)
+def unseen_scores(n, need, cvotes, dropped, counts, lengths, k, match, cost):
+    """unseen_score of every read (NEG for reads not in `need`, which were not seeded)."""
+    out = np.full(n, NEG, dtype=np.int64)
+    for x in range(need.shape[0]):
+        r = need[x]
+        out[r] = unseen_score(dropped[x], cvotes[x, 0], counts[r], lengths[r], k, match, cost)
     return out

@@ -229,14 +229,15 @@ def naive_mapq(best, second, nties, score, aligned, match, mismatch, min_score):
     return min(60, q.numerator // q.denominator)
 
 
-def naive_choice(loci, keys, name_hash, incomplete, match, mismatch, min_score):
+def naive_choice(loci, keys, name_hash, unseen, match, mismatch, min_score):
     """One read's placement from its loci (naive_loci) and candidate keys: (key, local, AS, XS,
     MAPQ); (-1, 0, 0, -1, 0) when it is unmapped (no kept candidate scores min_score).
 
     Among the kept candidates with the best competing score, ordered by key, the one at
     name_hash % (how many) is chosen. XS: the best competing score of the other kept candidates
-    (-1 if none reaches min_score). MAPQ (naive_mapq) from best and that second score, 0 when
-    the read's candidate search was incomplete.
+    (-1 if none reaches min_score). MAPQ (naive_mapq) from best and the higher of that second score
+    and `unseen`, the most a locus the read's candidate search left out could score (None: none left
+    out): a locus unseen is a rival as a locus seen is.
     """
     kept = [i for i, locus in enumerate(loci) if locus["keep"]]
     best = max((loci[i]["eff"] for i in kept), default=None)
@@ -247,8 +248,8 @@ def naive_choice(loci, keys, name_hash, incomplete, match, mismatch, min_score):
     chosen = ties[int(name_hash) % len(ties)]
     second = max((loci[i]["eff"] for i in kept if i != chosen), default=None)
     xs = second if second is not None and second >= min_score else -1
-    mapq = 0 if incomplete else naive_mapq(best, second, len(ties), loci[chosen]["raw"], loci[chosen]["span"],
-                                           match, mismatch, min_score)
+    rival = second if unseen is None else unseen if second is None else max(second, unseen)
+    mapq = naive_mapq(best, rival, len(ties), loci[chosen]["raw"], loci[chosen]["span"], match, mismatch, min_score)
     return keys[chosen], loci[chosen]["loc"], loci[chosen]["raw"], xs, mapq
 
 
@@ -414,3 +415,30 @@ def parse_fasta_lines(path: str):
         return f"reference {path} line {header}: contig {name!r} has no sequence"
     out.append((name, b"".join(seq).translate(_TO_MASKED)))
     return out
+
+
+def naive_unseen_score(dropped, best_votes, exact_count, n, k, match, edit_cost):
+    """The best score a locus left out of a read's search can have, by brute force: the seed windows
+    (seed.seed_offset's: 0, k, 2k, ..., the last moved back to end at n) that the best candidate's
+    votes stand for (at most all of them), the left-out locus sharing `dropped` of them; of every
+    choice of the windows it lacks, the fewest edits that put one in each (an edit at a position
+    covers the windows holding it), each costing edit_cost. None unless a locus that well supported
+    was left out (dropped > 0, 2 * dropped >= best_votes, no exact hit)."""
+    from itertools import combinations, product
+    if not (dropped > 0 and 2 * dropped >= best_votes and exact_count == 0):
+        return None
+    seeds = (n + k - 1) // k
+    windows = [(min(s * k, n - k), min(s * k, n - k) + k) for s in range(seeds)]
+    missing = min(best_votes, seeds) - dropped
+    if missing <= 0:
+        return n * match
+    fewest = None
+    for lacked in combinations(windows, missing):
+        # fewest positions hitting every lacked window: try covers of growing size
+        spots = sorted({x for a, b in lacked for x in range(a, b)})
+        for size in range(1, missing + 1):
+            if any(all(any(a <= x < b for x in cover) for a, b in lacked)
+                   for cover in combinations(spots, size)):
+                break
+        fewest = size if fewest is None else min(fewest, size)
+    return n * match - fewest * edit_cost

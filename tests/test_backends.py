@@ -194,18 +194,21 @@ def test_the_block_seeding_kernel_gives_find_candidates_results(rng, world, thre
                                              want_votes, r * stride, mcand, want_dropped, r)
         out = {f: numba_cuda.to_device(np.full(n * (stride if f in ("keys", "votes") else 1), -7, np.int64))
                for f in ("ncand", "keys", "votes", "dropped", "kept", "per_read")}
-        incomplete = numba_cuda.to_device(np.zeros(n, np.bool_))
+        unseen = numba_cuda.to_device(np.full(n, -7, np.int64))
         blocks = 4
         hits = numba_cuda.to_device(np.zeros(blocks * 2 * hmax, np.int64))
         resident_kernels._seed_block_kernel[blocks, threads](
             numba_cuda.to_device(picked), numba_cuda.to_device(np.array([len(picked)], np.int64)),
             batch.codes, batch.rc_codes, batch.read_off, 8, index.offsets, index.positions, max_occ, 3, hits, hmax,
-            mcand, stride, numba_cuda.to_device(counts), 4, out["ncand"], out["keys"], out["votes"], out["dropped"],
-            incomplete, out["kept"], out["per_read"], numba_cuda.to_device(np.zeros(1, np.int64)),
+            mcand, stride, 1, 5, numba_cuda.to_device(counts), 4, out["ncand"], out["keys"], out["votes"],
+            out["dropped"], unseen, out["kept"], out["per_read"], numba_cuda.to_device(np.zeros(1, np.int64)),
             numba_cuda.to_device(np.zeros(1, np.int64)))
         got = {f: a.copy_to_host() for f, a in out.items()}
         assert np.array_equal(got["ncand"][picked], want_n[picked]), hmax
         assert np.array_equal(got["dropped"][picked], want_dropped[picked]), hmax
+        want_unseen = [seed.unseen_score(want_dropped[r], want_votes[r * stride], counts[r],
+                                         batch.read_off[r + 1] - batch.read_off[r], 8, 1, 5) for r in picked]
+        assert unseen.copy_to_host()[picked].tolist() == want_unseen, hmax
         for r in picked:
             row = slice(r * stride, r * stride + want_n[r])
             assert got["keys"][row].tolist() == want_keys[row].tolist(), (hmax, r)

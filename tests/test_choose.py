@@ -30,7 +30,7 @@ class Candidates:
     """Reads' candidates as the mapper hands them to the choice: grouped by read."""
     name_hash: np.ndarray   # uint32 per read
     lengths: np.ndarray     # int64 per read
-    incomplete: np.ndarray  # bool per read
+    unseen: np.ndarray      # int64 per read: the most a locus left out of its search could score, NEG: none
     start: np.ndarray       # int64 [reads + 1]
     key: np.ndarray         # int64 per candidate
     ext: np.ndarray         # int64 [candidates, EXT_COLUMNS]
@@ -46,7 +46,8 @@ def random_candidates(rng, p: MapParams, nreads=READS) -> Candidates:
     """Extension rows as extend_pair writes them, drawn so that choices are often close: scores from
     a few tiers (ties), candidates on both strands at diagonals near each other (shadowing), local
     alignments within a few points of end-to-end plus the clip penalties, uncomputed end-to-end
-    scores, skipped local alignments, reads with no candidates, incomplete searches."""
+    scores, skipped local alignments, reads with no candidates, incomplete searches (an unseen locus
+    scoring at most a full match less 0-5 mismatches: above, equal to or below the loci found)."""
     t, m = p.max_indels, p.match
     spread = 8 * t + 8
     lengths, start, keys, rows = [], [0], [], []
@@ -81,8 +82,10 @@ def random_candidates(rng, p: MapParams, nreads=READS) -> Candidates:
                 row[[EXT_LOCAL_SCORE, EXT_LOCAL_END_ROW, EXT_LOCAL_END_COL, EXT_LOCAL_START_ROW]] = NEG, n, 0, 0
             rows.append(row)
         start.append(len(keys))
+    lengths = np.array(lengths, dtype=np.int64)
+    unseen = np.where(rng.random(nreads) < 0.25, lengths * m - (m + p.mismatch) * rng.integers(0, 6, nreads), NEG)
     return Candidates(name_hash=rng.integers(0, 1 << 32, size=nreads, dtype=np.uint64).astype(np.uint32),
-                      lengths=np.array(lengths, dtype=np.int64), incomplete=rng.random(nreads) < 0.25,
+                      lengths=lengths, unseen=unseen,
                       start=np.array(start, dtype=np.int64), key=np.array(keys, dtype=np.int64),
                       ext=np.array(rows, dtype=np.int64).reshape(-1, EXT_COLUMNS))
 
@@ -146,7 +149,7 @@ def choice_arrays(c: Candidates, p):
 
 
 def single_end_choice_fast(c: Candidates, loci: Loci, p):
-    return single_end_choice(c, c.start, c.key, loci, c.incomplete, p, lambda stage: contextlib.nullcontext())
+    return single_end_choice(c, c.start, c.key, loci, c.unseen, p, lambda stage: contextlib.nullcontext())
 
 
 def choose_one_fast(c: Candidates, loci: Loci, p):
@@ -154,7 +157,7 @@ def choose_one_fast(c: Candidates, loci: Loci, p):
     n = len(c)
     out = [np.full(n, -9, dtype=np.int64) for _ in range(5)]
     for r in reversed(range(n)):
-        choose_one(r, c.name_hash, c.start, c.key, *loci, c.incomplete, p.match, p.mismatch, p.min_score, *out)
+        choose_one(r, c.name_hash, c.start, c.key, *loci, c.unseen, p.match, p.mismatch, p.min_score, *out)
         if out[0][r] == -1:   # an unmapped read's other outputs are left as they were
             for o, unset in zip(out[1:], (0, 0, -1, 0)):
                 o[r] = unset
@@ -163,7 +166,8 @@ def choose_one_fast(c: Candidates, loci: Loci, p):
 
 @pytest.mark.parametrize("fast", [single_end_choice_fast, choose_one_fast], ids=["single_end_choice", "choose_one"])
 def test_choice_matches_naive(rng, fast):
-    seen = {"unmapped": 0, "tied": 0, "unique": 0, "xs": 0, "mapq>0": 0, "no candidates": 0}
+    seen = {"unmapped": 0, "tied": 0, "unique": 0, "xs": 0, "mapq>0": 0, "no candidates": 0,
+            "unseen lowers mapq": 0, "unseen leaves mapq": 0}
     for _ in range(ROUNDS):
         p = random_options(rng)
         c = random_candidates(rng, p)
@@ -171,7 +175,8 @@ def test_choice_matches_naive(rng, fast):
         key, local, score, sub, mapq = fast(c, loci, p)
         for r in range(len(c)):
             keys = [int(k) for k in c.key[c.of(r)]]
-            want = naive.naive_choice(per_read[r], keys, c.name_hash[r], bool(c.incomplete[r]),
+            unseen = None if c.unseen[r] == NEG else int(c.unseen[r])
+            want = naive.naive_choice(per_read[r], keys, c.name_hash[r], unseen,
                                       p.match, p.mismatch, p.min_score)
             got = tuple(int(v[r]) for v in (key, local, score, sub, mapq))
             assert got == want, f"read {r} of {p}: (key, local, AS, XS, MAPQ)"
@@ -183,6 +188,10 @@ def test_choice_matches_naive(rng, fast):
             seen["unique"] += want[0] != -1 and ties == 1
             seen["xs"] += want[3] != -1
             seen["mapq>0"] += want[4] > 0
+            if unseen is not None and want[0] != -1 and ties == 1:
+                alone = naive.naive_choice(per_read[r], keys, c.name_hash[r], None, p.match, p.mismatch, p.min_score)
+                seen["unseen lowers mapq"] += want[4] < alone[4]
+                seen["unseen leaves mapq"] += 0 < want[4] == alone[4]
     assert min(seen.values()) > 30, seen
 
 
@@ -199,7 +208,7 @@ def test_tie_pick_follows_key_order_not_candidate_order(rng):
         ext[:, EXT_END_COL] = n
         ext[:, EXT_WINDOW] = keys[order] - DIAG_BIAS
         ext[:, [EXT_LOCAL_SCORE, EXT_LOCAL_END_ROW]] = NEG, n
-        c = Candidates(np.array([12347], dtype=np.uint32), np.array([n]), np.array([False]),
+        c = Candidates(np.array([12347], dtype=np.uint32), np.array([n]), np.array([NEG]),
                        np.array([0, ncand]), keys[order].copy(), ext)
         choice = single_end_choice_fast(c, Loci(*all_loci_fast(c, p)[:5]), p)
         assert choice.mapq[0] == 0 and choice.sub[0] == n

@@ -7,7 +7,7 @@ import pytest
 
 from gpualign import pairing
 from gpualign.encode import DIAG_BIAS, STRAND_BIT
-from gpualign.extend import TR_REF_START
+from gpualign.extend import NEG, TR_REF_START
 from gpualign.index import build_index
 from gpualign.mapper import map_batch, map_pair_batch, map_reads
 from gpualign.options import TUNING, MapParams, Tuning
@@ -47,17 +47,19 @@ def test_insert_estimate_recovers_mean_and_sd_despite_outliers(rng):
     key[1::2] = STRAND_BIT + starts + inserts - length + DIAG_BIAS     # R2 reverse, ends the fragment
     mapq = np.full(2 * n, 60, dtype=np.int64)
     mapq[2 * 5] = 0                                                              # not confident: left out
-    stats = pairing.insert_estimates(key, mapq, np.zeros(2 * n, dtype=np.bool_), lengths,
+    unseen = np.full(2 * n, NEG, dtype=np.int64)
+    unseen[2 * 7 + 1] = length - 10                                              # its search left a locus out: too
+    stats = pairing.insert_estimates(key, mapq, unseen, lengths,
                                      np.array([0], dtype=np.int64), np.array([0, n], dtype=np.int64), TUNING)
     valid, mean, sd, low, high, count = stats[0]
-    assert valid == 1 and count == n - 1
+    assert valid == 1 and count == n - 2
     assert mean == pytest.approx(350, abs=4) and sd == pytest.approx(30, rel=0.15)
-    used = np.sort(np.delete(inserts, 5))
+    used = np.sort(np.delete(inserts, [5, 7]))
     q1, q3 = used[(len(used) - 1) // 4], used[3 * (len(used) - 1) // 4]
     assert low == pytest.approx(min(mean - 4 * sd, q1 - 3 * (q3 - q1)), abs=1)   # the wider of the two, as bwa
     assert high == pytest.approx(max(mean + 4 * sd, q3 + 3 * (q3 - q1)), abs=1)
     # too few fragments: no estimate
-    few = pairing.insert_estimates(key[:20], mapq[:20], np.zeros(20, dtype=np.bool_), lengths[:20],
+    few = pairing.insert_estimates(key[:20], mapq[:20], unseen[:20], lengths[:20],
                                    np.array([0], dtype=np.int64), np.array([0, 10], dtype=np.int64), TUNING)
     assert few[0, 0] == 0
 

@@ -8,6 +8,7 @@ import pytest
 
 from gpualign import encode, seed
 from gpualign.backends import cpu
+from gpualign.extend import NEG
 from gpualign.options import MapParams
 from gpualign.reads import encode_reads
 from gpualign.seed import reseed_incomplete, search_incomplete
@@ -126,3 +127,34 @@ def test_incomplete_searches_are_redone_with_a_wider_budget(world):
     assert np.array_equal(votes[redo], want[2]) and np.array_equal(dropped[redo], want[3])
     kept = np.setdiff1d(np.arange(len(need)), redo)
     assert np.array_equal(ncand[kept], first[0][kept]) and np.array_equal(keys[kept, :1], first[1][kept])
+
+
+def test_unseen_score_is_the_best_the_votes_allow(rng):
+    """seed.unseen_score against naive.naive_unseen_score's brute force over the seed windows a left-out
+    locus may lack: never below what such a locus could score (the MAPQ would overstate a placement),
+    and exactly it; n divisible by k or not (the last window overlaps the one before or not), best
+    votes above the seed count (tandem hits), and searches that left nothing well supported out."""
+    cases = {"neg": 0, "overlap": 0, "disjoint": 0, "tandem": 0}
+    for _ in range(400):
+        k = int(rng.integers(3, 7))
+        n = k * int(rng.integers(1, 7)) + int(rng.choice([0, int(rng.integers(1, k))]))
+        seeds = (n + k - 1) // k
+        best_votes = int(rng.integers(1, seeds + 3))
+        dropped = int(rng.integers(0, best_votes + 1) if rng.random() < 0.3 else rng.integers(best_votes // 2, best_votes + 1))
+        exact = int(rng.choice([0, 0, 0, 1]))
+        match, cost = int(rng.integers(1, 3)), int(rng.integers(1, 8))
+        want = naive.naive_unseen_score(dropped, best_votes, exact, n, k, match, cost)
+        got = seed.unseen_score(dropped, best_votes, exact, n, k, match, cost)
+        assert got == (NEG if want is None else want), (dropped, best_votes, exact, n, k, match, cost)
+        if want is None:
+            cases["neg"] += 1
+        else:
+            cases["overlap" if n % k else "disjoint"] += min(best_votes, seeds) - dropped >= 2
+            cases["tandem"] += best_votes > seeds
+    assert min(cases.values()) >= 5, cases
+
+
+def test_edit_cost_is_the_cheapest_edit():
+    assert seed.edit_cost(MapParams()) == 5                                  # a mismatch: 1 + 4
+    assert seed.edit_cost(MapParams(gap_open=1, gap_extend=1)) == 2         # a one-base gap
+    assert seed.edit_cost(MapParams(clip_penalty=0)) == 1                   # clipping the end base

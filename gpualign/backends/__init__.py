@@ -18,7 +18,7 @@ and may provide, as optional abilities the mapper asks for with getattr:
     single_end_batch(reads, genome, index, p) -> (key, local, score, sub, mapq, ops, lens, trace, mapped)
                         mapper.map_batch's whole chain kept in the backend's memory (cuda: resident.py);
                         without it the mapper calls the stages above one by one
-    candidates_and_choice(reads, genome, index, p) -> (exact counts, (read, key, start, ext), incomplete,
+    candidates_and_choice(reads, genome, index, p) -> (exact counts, (read, key, start, ext), unseen,
                         (eff, raw, loc, span, keep), (key, local, score, sub, mapq)): the same for
                         paired batches, up to the single-end choice the pairing starts from
 

@@ -38,7 +38,8 @@ NARROW_BASES = (CLOSE_THREADS, ROW_STRIDE)
 # the per-read functions the kernels call, and the modules that define them
 _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read"],
            seed: ["read_matches_at", "exact_hits", "seed_kmer", "seed_offset", "scratch_words", "collect_seed_hits",
-                  "merge_sort_runs", "vote_clusters", "find_candidates", "kept_candidates", "left_out_well_supported"],
+                  "merge_sort_runs", "vote_clusters", "find_candidates", "kept_candidates", "left_out_well_supported",
+                  "unseen_score"],
            extend: ["window_of", "mismatches_below", "ungapped_most", "ungapped_most_one_gap", "is_mismatch",
                     "rows_from_start", "first_row_to_end", "one_gap_below", "ungapped_best", "ungapped_decides",
                     "banded_dp", "banded_scores", "local_can_win", "best_clipped_segment", "local_may_win",
@@ -96,7 +97,7 @@ def _candidate_kernel(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_o
     if x >= sel.shape[0]:
         return
     r = sel[x]
-    for c in range(mcand):   # a read's unused vote slots read as 0 (search_incomplete looks at the first)
+    for c in range(mcand):   # a read's unused vote slots read as 0 (seed.unseen_score looks at the first)
         cand_votes[x * mcand + c] = 0
     ncand[x] = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
                                  idx_off, idx_pos, max_occ, t, hits, x * d_scratch_words(hmax), hmax,

@@ -63,11 +63,11 @@ def _chain(reads, genome, index, p, single_end):
     g = cu._genome_args(genome)
     idx = (cu._on_device(index.offsets), cu._on_device(index.positions))
     d = {f: cu._empty(f, n, np.int64) for f in ("counts", "ncand", "dropped", "kept", "per read", "picked")}
-    d["incomplete"] = cu._empty("incomplete", n, np.bool_)
+    d["unseen"] = cu._empty("unseen", n, np.int64)
     d["exact keys"] = cu._empty("exact keys", n * emax, np.int64)
     cu._launch(K._exact_kernel, n, codes, read_off, arrays["word_off"], reads.k,
                *(arrays[f] for f in ("rc_codes", "packed", "rc_packed", "hbin", "rc_hbin")), *g, *idx, index.max_occ,
-               emax, not single_end, d["counts"], d["exact keys"], d["incomplete"], d["kept"], d["per read"],
+               emax, not single_end, p.match, d["counts"], d["exact keys"], d["unseen"], d["kept"], d["per read"],
                d["picked"], npicked)
 
     d["candidate keys"] = cu._empty("candidate keys", n * stride, np.int64)
@@ -76,8 +76,8 @@ def _chain(reads, genome, index, p, single_end):
     hits = cu._empty("hits", max(_grid_threads(first) * seed.scratch_words(p.max_hits),
                                  again * 2 * p.max_hits * tn.reseed_hits if widen else 0), np.int64)
     redo = cu._empty("redo", n if widen else 1, np.int64)
-    seeding = (d["counts"], tn.vote_fraction, d["ncand"], d["candidate keys"], d["votes"], d["dropped"],
-               d["incomplete"], d["kept"], d["per read"])
+    seeding = (p.match, seed.edit_cost(p), d["counts"], tn.vote_fraction, d["ncand"], d["candidate keys"], d["votes"],
+               d["dropped"], d["unseen"], d["kept"], d["per read"])
     cu._launch(K._seed_kernel, first, d["picked"], npicked, codes, rc_codes, read_off, reads.k, *idx, index.max_occ,
                t, hits, p.max_hits, p.max_candidates, stride, *seeding, redo, nredo)
     if widen:   # seed.reseed_incomplete's wider budgets, for the reads whose search was incomplete: few reads
@@ -110,7 +110,7 @@ def _chain(reads, genome, index, p, single_end):
     tb = cu._empty("traceback bytes", traced * maxlen * (2 * t + 1), np.uint8)
     cu._launch(K._choose_kernel, n, d["pair start"], d["pair key"], d["ext"], codes, rc_codes, read_off, *g,
                genome.size, t, p.clip_penalty, *(d[f] for f in ("eff", "raw", "loc", "end", "span", "keep")),
-               d["counts"], d["exact keys"], emax, name_hash, d["incomplete"], p.match, p.mismatch, p.gap_open,
+               d["counts"], d["exact keys"], emax, name_hash, d["unseen"], p.match, p.mismatch, p.gap_open,
                p.gap_extend, p.min_score, single_end, *(d[f] for f in CHOICE), maxlen, tb, d["ops"], d["lens"],
                d["trace"])
     return d
@@ -125,7 +125,7 @@ def _empty_batch(single_end):
         return (none,) * 5 + (np.zeros((0, 1), np.uint8), np.zeros((0, 1), np.int32),
                               np.zeros((0, TR_COLUMNS), np.int64), none)
     return none, (none, none, np.zeros(1, np.int64), np.zeros((0, extend.EXT_COLUMNS), np.int64)), \
-        np.zeros(0, np.bool_), (none, none, none, none, np.zeros(0, np.bool_)), (none,) * 5
+        none, (none, none, none, none, np.zeros(0, np.bool_)), (none,) * 5
 
 
 def single_end_batch(reads, genome, index, p):
@@ -146,17 +146,17 @@ def single_end_batch(reads, genome, index, p):
 
 def candidates_and_choice(reads, genome, index, p):
     """What mapper.map_pair_batch pairs from, computed on the GPU with every stored exact hit a
-    candidate: (exact counts, (pair read, pair key, pair start, extension rows), incomplete,
+    candidate: (exact counts, (pair read, pair key, pair start, extension rows), unseen,
     (eff, raw, loc, span, keep), (key, local, score, sub, mapq)), as host arrays."""
     if len(reads) == 0:
         return _empty_batch(False)
     d = _chain(reads, genome, index, p, single_end=False)
-    counts, incomplete, start, *choice = cu._fetch(d["counts"], d["incomplete"], d["pair start"],
-                                                   *(d[f] for f in CHOICE))
+    counts, unseen, start, *choice = cu._fetch(d["counts"], d["unseen"], d["pair start"],
+                                               *(d[f] for f in CHOICE))
     m = int(start[-1])
     read, key, ext, eff, raw, loc, span, keep = cu._fetch(
         *(d[f][:m] for f in ("pair read", "pair key", "ext", "eff", "raw", "loc", "span", "keep")))
-    return counts, (read, key, start, ext), incomplete, (eff, raw, loc, span, keep), tuple(choice)
+    return counts, (read, key, start, ext), unseen, (eff, raw, loc, span, keep), tuple(choice)
 
 
 def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
@@ -173,7 +173,7 @@ def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
     first, again = min(n, SEED_THREADS), min(n, RESEED_BLOCKS)
     slots = {"batch integers": 8 * (3 * n + 5), "codes": n * maxlen, "rc_codes": n * maxlen,
              "packed": 4 * words, "rc_packed": 4 * words, "hbin": 8 * n, "rc_hbin": 8 * n,
-             "incomplete": n, "exact keys": 8 * n * p.max_exact, "candidate keys": 8 * n * stride,
+             "unseen": 8 * n, "exact keys": 8 * n * p.max_exact, "candidate keys": 8 * n * stride,
              "votes": 8 * n * stride, "redo": 8 * (n if widen else 1), "pair start": 8 * (n + 1),
              "pair read": 8 * bound, "pair key": 8 * bound, "extension": 8 * extend.EXT_COLUMNS * bound,
              "open pairs": 8 * bound, "no traceback": 1, "loci keep": bound,

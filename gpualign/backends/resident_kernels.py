@@ -10,14 +10,14 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ..extend import TR_NOPS
+from ..extend import NEG, TR_NOPS
 from . import cuda_kernels as ck
 from . import seed_block as sb
 from .seed_block import MAX_RUNS, MAX_SEEDS
 from .cuda_kernels import MAX_W, d_derive_read, d_exact_hits, d_find_candidates, d_scratch_words, d_trace_pair
 
 d_kept_candidates = ck._dev["kept_candidates"]
-d_left_out = ck._dev["left_out_well_supported"]
+d_unseen_score = ck._dev["unseen_score"]
 d_locus_scores = ck._dev["locus_scores"]
 d_choose_one = ck._dev["choose_one"]
 d_place_exact_copy = ck._dev["place_exact_copy"]
@@ -26,12 +26,12 @@ d_vote_clusters = ck._dev["vote_clusters"]
 
 @cuda.jit(cache=True)
 def _exact_kernel(codes, read_off, word_off, k, rc_codes, packed, rc_packed, hbin, rc_hbin, g_packed, g_nmask,
-                  c_off, c_end, idx_off, idx_pos, max_occ, emax, multi_exact, counts, ekeys, incomplete, kept,
+                  c_off, c_end, idx_off, idx_pos, max_occ, emax, multi_exact, match, counts, ekeys, unseen, kept,
                   per_read, picked, npicked):
     """Read r's reverse complement, packed words and header bins (encode.derive_read), its exact hits
     on both strands, and what the later stages start from: reads with fewer than two exact hits are
     appended to `picked` for seeding; with multi_exact (pairs) every stored exact hit is a candidate,
-    and a read with more hits than stored counts as incomplete."""
+    and a read with more hits than stored has an unseen exact copy (unseen: a perfect score)."""
     r = cuda.grid(1)
     if r >= read_off.shape[0] - 1:
         return
@@ -42,7 +42,7 @@ def _exact_kernel(codes, read_off, word_off, k, rc_codes, packed, rc_packed, hbi
     c = d_exact_hits(rc_packed, word_off[r], n, rc_hbin[r], 1, g_packed, g_nmask, c_off, c_end,
                      idx_off, idx_pos, max_occ, ekeys, r * emax, emax, c)
     counts[r] = c
-    incomplete[r] = multi_exact and c > emax
+    unseen[r] = n * match if multi_exact and c > emax else NEG
     kept[r] = 0
     per_read[r] = min(c, emax) if multi_exact and c >= 2 else 0
     if c < 2:
@@ -50,13 +50,13 @@ def _exact_kernel(codes, read_off, word_off, k, rc_codes, packed, rc_packed, hbi
 
 
 @cuda.jit(device=True)
-def d_seeded(r, nc, counts, vote_fraction, cand_votes, row, dropped, incomplete, kept, per_read, redo, nredo):
-    """What the seeding kernels record of read r once its nc candidates are found: whether its search
-    left out a well supported locus (seed.search_incomplete; appended to `redo` where one is given)
-    and how many candidate pairs it has (seed.candidate_pairs)."""
-    left_out = d_left_out(dropped[r], cand_votes[row], counts[r])
-    incomplete[r] = left_out
-    if left_out and redo.shape[0] > 1:
+def d_seeded(r, n, k, match, cost, nc, counts, vote_fraction, cand_votes, row, dropped, unseen, kept, per_read, redo,
+             nredo):
+    """What the seeding kernels record of read r (n bases) once its nc candidates are found: the most a
+    well supported locus its search left out could score (seed.unseen_score, NEG if none; such reads are
+    appended to `redo` where one is given) and how many candidate pairs it has (seed.candidate_pairs)."""
+    unseen[r] = d_unseen_score(dropped[r], cand_votes[row], counts[r], n, k, match, cost)
+    if unseen[r] > NEG and redo.shape[0] > 1:
         redo[cuda.atomic.add(nredo, 0, 1)] = r
     kept[r] = d_kept_candidates(nc, cand_votes, row, vote_fraction)
     per_read[r] = kept[r] + (1 if counts[r] == 1 else 0)
@@ -64,29 +64,30 @@ def d_seeded(r, nc, counts, vote_fraction, cand_votes, row, dropped, incomplete,
 
 @cuda.jit(cache=True)
 def _seed_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax, mcand,
-                 stride, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, incomplete, kept, per_read,
-                 redo, nredo):
+                 stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, unseen, kept,
+                 per_read, redo, nredo):
     """find_candidates for the picked reads, a thread's reads in turn with its own hit scratch, read
     r's candidates at row r (`stride` slots a row, the first mcand used); then whether its search
-    left out a well supported locus (seed.search_incomplete; appended to `redo` where one is given)
-    and how many candidate pairs it has (seed.candidate_pairs)."""
+    left out a well supported locus (d_seeded; appended to `redo` where one is given) and how many
+    candidate pairs it has (seed.candidate_pairs)."""
     tid = cuda.grid(1)
     for i in range(tid, npicked[0], cuda.gridsize(1)):
         r = picked[i]
         row = r * stride
-        for c in range(mcand):   # unused vote slots read as 0 (left_out_well_supported looks at the first)
+        for c in range(mcand):   # unused vote slots read as 0 (unseen_score looks at the first)
             cand_votes[row + c] = 0
         nc = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
                                idx_off, idx_pos, max_occ, t, hits, tid * d_scratch_words(hmax), hmax,
                                cand_keys, cand_votes, row, mcand, dropped, r)
         ncand[r] = nc
-        d_seeded(r, nc, counts, vote_fraction, cand_votes, row, dropped, incomplete, kept, per_read, redo, nredo)
+        d_seeded(r, read_off[r + 1] - read_off[r], k, match, cost, nc, counts, vote_fraction, cand_votes, row,
+                 dropped, unseen, kept, per_read, redo, nredo)
 
 
 @cuda.jit(cache=True)
 def _seed_block_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax,
-                       mcand, stride, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, incomplete, kept,
-                       per_read, redo, nredo):
+                       mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
+                       unseen, kept, per_read, redo, nredo):
     """_seed_kernel's results, a block a read (seed_block.py): the block's threads collect and sort
     the read's hits in the block's scratch, thread 0 votes them into candidates."""
     kms = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
@@ -116,7 +117,8 @@ def _seed_block_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, i
         if tid == 0:
             nc = d_vote_clusters(hits, at, nh, t, cand_keys, cand_votes, row, mcand, dropped, r)
             ncand[r] = nc
-            d_seeded(r, nc, counts, vote_fraction, cand_votes, row, dropped, incomplete, kept, per_read, redo, nredo)
+            d_seeded(r, n, k, match, cost, nc, counts, vote_fraction, cand_votes, row, dropped, unseen, kept, per_read,
+                     redo, nredo)
         cuda.syncthreads()   # the scratch and shared arrays are the next read's
 
 
@@ -164,7 +166,7 @@ def _pairs_kernel(per_read, counts, ekeys, emax, kept, cand_keys, stride, pair_s
 
 @cuda.jit(cache=True)
 def _choose_kernel(pair_start, pair_key, ext, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
-                   t, clip_penalty, eff, raw, loc, end, span, keep, counts, ekeys, emax, name_hash, incomplete,
+                   t, clip_penalty, eff, raw, loc, end, span, keep, counts, ekeys, emax, name_hash, unseen,
                    match, mismatch, gap_open, gap_ext, min_score, single_end, key, local, score, sub, mapq,
                    maxlen, tb, ops, lens, out):
     """Read r's loci (choose.all_loci) and placement (choose.choose); single-end, also
@@ -182,7 +184,7 @@ def _choose_kernel(pair_start, pair_key, ext, codes, rc_codes, read_off, g_packe
     score[r] = 0
     sub[r] = -1
     mapq[r] = 0
-    d_choose_one(r, name_hash, pair_start, pair_key, eff, raw, loc, span, keep, incomplete, match, mismatch,
+    d_choose_one(r, name_hash, pair_start, pair_key, eff, raw, loc, span, keep, unseen, match, mismatch,
                  min_score, key, local, score, sub, mapq)
     if not single_end:
         return
