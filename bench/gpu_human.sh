@@ -8,8 +8,11 @@
 # carries 64 MiB at most. The reference (bench/human_ref.py): REAL, then uniform random filler in 100 Mbp contigs
 # up to TOTAL [3100000000] bases. Reads: READS [2000000] Mason reads of LEN [150] bp from REAL alone, so they are scored against their truth. THREADS [nproc]; K [auto]. The index is in the page cache when the
 # reads are mapped (built just before), as on a user's second run.
-# The reads are mapped twice on the whole card, then once with bench/gpu_ballast.py holding all but SMALL_GIB [22.5]
-# GiB of it (a 24 GB card: L4, A10, RTX 4090), and the BAMs compared.
+# The reads are mapped twice on the whole card (REPEAT [1]), then, with SMALL [1], once with bench/gpu_ballast.py
+# holding all but SMALL_GIB [22.5] GiB of it (a 24 GB card: L4, A10, RTX 4090), and the records compared; SCORE [1]
+# scores the first run's BAM (bench/accuracy.py). MINIMAP2=1 (carry MM2_DEBS [.peer], minimap2's .deb): minimap2 -x sr
+# indexes the reference, then maps the first MM2_READS [2000000] reads into pysam's sort, both timed, each stopped
+# at DEADLINE [570] s from the start (minimap2 has no GPU: a run of its own costs this call time).
 # $OUT gets human.txt (the summary), index.log (/usr/bin/time -v), accuracy.tsv and human_logs.tar.gz (each map's
 # /usr/bin/time -v log, GPUALIGN_TRACE timeline and nvidia-smi memory every 100 ms).
 set -uo pipefail
@@ -61,14 +64,15 @@ PY
 }
 T_DIR=/tmp/human_logs; rm -rf $T_DIR; mkdir -p $T_DIR
 map_run full1
-map_run full2
-python3 bench/gpu_ballast.py ${SMALL_GIB:-22.5} > $T_DIR/ballast.txt 2>&1 &
-ballast=$!
-for i in $(seq 60); do grep -q "ballast:" $T_DIR/ballast.txt && break; sleep 1; done
-cat $T_DIR/ballast.txt | tee -a $S
-map_run small
-kill $ballast; wait $ballast 2> /dev/null
-python3 - $H/full1.bam $H/small.bam <<'PY' | tee -a $S
+[ "${REPEAT:-1}" = 1 ] && map_run full2
+if [ "${SMALL:-1}" = 1 ]; then   # the same reads with all but SMALL_GIB of the card held by another process
+  python3 bench/gpu_ballast.py ${SMALL_GIB:-22.5} > $T_DIR/ballast.txt 2>&1 &
+  ballast=$!
+  for i in $(seq 60); do grep -q "ballast:" $T_DIR/ballast.txt && break; sleep 1; done
+  cat $T_DIR/ballast.txt | tee -a $S
+  map_run small
+  kill $ballast; wait $ballast 2> /dev/null
+  python3 - $H/full1.bam $H/small.bam <<'PY' | tee -a $S
 import sys, pysam
 def records(path):
     with pysam.AlignmentFile(path, check_sq=False) as bam:
@@ -76,8 +80,24 @@ def records(path):
 a, b = records(sys.argv[1]), records(sys.argv[2])
 print(f"full-card and small-card records: {len(a)} and {len(b)}, {'identical' if a == b else 'DIFFERENT'}")
 PY
-mv $H/full1.bam $H/r.bam
+fi
+if [ "${SCORE:-1}" = 1 ]; then
+  python3 bench/accuracy.py --ref $REAL --reads $H/r.fq.gz --bam $H/full1.bam --peers '' -t $T --out $OUT/accuracy.tsv \
+    2>> $OUT/sim.log | tail -n 4 | tee -a $S
+fi
+if [ "${MINIMAP2:-0}" = 1 ]; then   # minimap2 -ax sr on the first MM2_READS reads, piped into pysam's sort and index
+  for deb in ${MM2_DEBS:-.peer}/minimap2*.deb; do dpkg -x $deb /tmp/peer; done; export PATH=/tmp/peer/usr/bin:$PATH
+  left=$(( ${DEADLINE:-570} - $(date +%s) + START ))
+  /usr/bin/time -v timeout $left minimap2 -x sr -t $T -d $H/mm.mmi $H/big.fa 2> $T_DIR/mm_index.log
+  say "minimap2 index: wall $(peak 'Elapsed (wall' $T_DIR/mm_index.log), peak RSS $(peak 'Maximum resident' $T_DIR/mm_index.log) kB"
+  zcat $H/r.fq.gz | head -n $((4 * ${MM2_READS:-2000000})) | python3 -c \
+    "import sys, isal.igzip as g; sys.stdout.buffer.write(g.compress(sys.stdin.buffer.read(), 2))" > $H/mm_reads.fq.gz
+  left=$(( ${DEADLINE:-570} - $(date +%s) + START ))
+  /usr/bin/time -v timeout $left sh -c "minimap2 -ax sr -t $T $H/mm.mmi $H/mm_reads.fq.gz 2> $T_DIR/mm_map_stderr.log | \
+    python3 -c 'import pysam; pysam.sort(\"-@\", \"$T\", \"-o\", \"$H/mm.bam\", \"-\"); pysam.index(\"-@\", \"$T\", \"$H/mm.bam\")'" \
+    2> $T_DIR/mm_map.log
+  say "minimap2 ${MM2_READS:-2000000} reads to a sorted, indexed BAM: wall $(peak 'Elapsed (wall' $T_DIR/mm_map.log)," \
+      "peak RSS $(peak 'Maximum resident' $T_DIR/mm_map.log) kB"
+fi
 tar -czf $OUT/human_logs.tar.gz -C $T_DIR .
-python3 bench/accuracy.py --ref $REAL --reads $H/r.fq.gz --bam $H/r.bam --peers '' -t $T --out $OUT/accuracy.tsv \
-  2>> $OUT/sim.log | tail -n 4 | tee -a $S
 say "done"
