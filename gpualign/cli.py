@@ -4,6 +4,7 @@ Every argument is checked before any work starts; bad input is one line on stder
 """
 
 import argparse
+import contextlib
 import os
 import shlex
 import sys
@@ -76,6 +77,12 @@ def get_argument_parser() -> argparse.ArgumentParser:
     io.add_argument("-l", "--compression-level", type=int, default=1, choices=range(0, 10), metavar="0-9",
                     help="BGZF deflate level of the BAM [1: ISA-L, several times faster than 6 for files about 15%% "
                          "bigger]")
+    io.add_argument("--markdup", action="store_true",
+                    help="flag duplicates (0x400) as the sorted BAM or CRAM is written, as Picard MarkDuplicates "
+                         "and samtools markdup do: pairs by both mates' unclipped 5' ends, single reads by theirs, "
+                         "the best base qualities kept; nothing removed [off]")
+    io.add_argument("--markdup-metrics", metavar="FILE",
+                    help="with --markdup: the duplicate counts in Picard's DuplicationMetrics layout (MultiQC reads it)")
     run = mp.add_argument_group("resources")
     run.add_argument("--backend", choices=["auto", "cuda", "cpu"], default="auto",
                      help="where kernels run [auto: cuda if a GPU is usable]")
@@ -180,6 +187,7 @@ def open_reads(args, k: int, batch_size: int, threads: int, block: int):
 
 
 def run_map(args, log, argv, tuning: Tuning):
+    from .atomic import atomic_path
     from .cram import check_reference
     from .output import plan_output, writing
     from .sam import parse_read_group
@@ -193,6 +201,15 @@ def run_map(args, log, argv, tuning: Tuning):
     args.planned_output = out   # errors while writing name the path the user gave
     if out.fmt == "cram":
         check_reference(fasta)
+    if args.markdup and not out.sort:
+        raise InputError(f"--markdup: duplicates are marked as a coordinate-sorted BAM or CRAM is written; "
+                         f"output {args.output} is {'unsorted ' if out.fmt != 'sam' else ''}{out.fmt.upper()}")
+    if args.markdup_metrics and not args.markdup:
+        raise InputError("--markdup-metrics: give --markdup too")
+    if args.markdup_metrics and (os.path.isdir(args.markdup_metrics)
+                                 or os.path.abspath(args.markdup_metrics) in {os.path.abspath(p) for p in
+                                                                             read_paths + files + beside + [args.output]}):
+        raise InputError(f"--markdup-metrics {args.markdup_metrics}: is a folder, an input or the output")
 
     if args.backend != "cpu" and not os.environ.get("NUMBA_ENABLE_CUDASIM"):
         from . import cuda_driver as driver
@@ -210,11 +227,13 @@ def run_map(args, log, argv, tuning: Tuning):
         index = load_index(args.prefix + INDEX_SUFFIX)
     reads = open_reads(args, index.k, params.batch_size, args.threads, tuning.insert_block)
     log(f"writing {out.describe()}")
-    with writing(out) as (path, index_path):
+    with writing(out) as (path, index_path), \
+            (atomic_path(args.markdup_metrics) if args.markdup_metrics else contextlib.nullcontext()) as metrics:
         map_reads(genome, index, reads, path, params, backend_name=args.backend, threads=args.threads,
                   read_group=read_group, command_line="gpualign " + shlex.join(argv), log=log, fmt=out.fmt,
                   compression_level=args.compression_level, sort=out.sort, index_path=index_path,
-                  paired=bool(args.mates or args.interleaved), reference_fasta=fasta)
+                  paired=bool(args.mates or args.interleaved), reference_fasta=fasta, markdup=args.markdup,
+                  metrics_path=metrics, output_name=out.given)
     return 0
 
 

@@ -442,3 +442,58 @@ def naive_unseen_score(dropped, best_votes, exact_count, n, k, match, edit_cost)
                 break
         fewest = size if fewest is None else min(fewest, size)
     return n * match - fewest * edit_cost
+
+
+def naive_duplicates(records, libraries=None):
+    """The records (pysam, in file order) that duplicate marking flags, as (name, is_read1) pairs:
+    Picard MarkDuplicates' rules written out plainly. libraries: read group ID -> LB (None: one
+    library). Pairs (both mates mapped, primary) group by library and their two (contig, unclipped
+    5' position, strand) ends; the highest summed score (base qualities >= 15, each read's capped at
+    16383) is kept, ties to the pair whose first record comes first; the others are flagged, both
+    mates. Fragments (single reads, reads whose mate is unmapped) group by library and end with
+    the pairs' mapped reads: a group with a pair's read flags every fragment in it, else the best
+    fragment (ties: the first in the file) is kept. Unmapped, secondary and supplementary records
+    are never flagged."""
+    def lib(r):
+        rg = r.get_tag("RG") if r.has_tag("RG") else None
+        return (libraries or {}).get(rg, "Unknown Library")
+
+    def five(r):
+        ops = r.cigartuples
+        if r.is_reverse:
+            clip = ops[-1][1] if ops[-1][0] in (4, 5) else 0
+            return r.reference_id, r.reference_end - 1 + clip, True
+        clip = ops[0][1] if ops[0][0] in (4, 5) else 0
+        return r.reference_id, r.reference_start - clip, False
+
+    def score(r):
+        return min(sum(q for q in r.query_qualities if q >= 15), 16383)
+
+    used = [(i, r) for i, r in enumerate(records)
+            if not (r.is_unmapped or r.is_secondary or r.is_supplementary)]
+    mates = {}
+    for i, r in used:
+        if r.is_paired and not r.mate_is_unmapped:
+            mates.setdefault(r.query_name, []).append((i, r))
+    flagged = set()
+    pair_sets = {}
+    for name, both in mates.items():
+        assert len(both) == 2, name
+        (i, a), (j, b) = both
+        key = (lib(a), tuple(sorted([five(a), five(b)])))
+        pair_sets.setdefault(key, []).append((-(score(a) + score(b)), min(i, j), name))
+    for members in pair_sets.values():
+        members.sort()
+        for _, _, name in members[1:]:
+            flagged |= {(name, True), (name, False)}
+    frag_sets = {}
+    for i, r in used:
+        in_pair = r.is_paired and not r.mate_is_unmapped
+        frag_sets.setdefault((lib(r),) + five(r), []).append((in_pair, -score(r), i, r))
+    for members in frag_sets.values():
+        frags = sorted(m for m in members if not m[0])
+        keep = 0 if len(frags) == len(members) else None
+        for x, (_, _, _, r) in enumerate(frags):
+            if x != keep:
+                flagged.add((r.query_name, r.is_read1))
+    return flagged

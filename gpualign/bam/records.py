@@ -45,6 +45,12 @@ RECORDS_PER_TASK = 1 << 15   # records one encoding task writes: a batch's are s
 # columns of record_fields
 F_FLAG, F_RID, F_POS, F_END, F_MRID, F_MPOS, F_TLEN, F_MQ = range(8)
 UNMAPPED_KEY = np.iinfo(np.int64).max   # unmapped reads sort last, in input order
+# columns of dup_fields; a duplicate-marking end packs (contig << DUP_RID_SHIFT) | ((pos + DUP_POS_BIAS) << 1)
+# | reverse, so ends compare as (contig, unclipped 5' position, strand)
+D_END, D_MATE, D_SCORE, D_FIRST, D_FLAGS = range(5)
+D_COLS = 5
+FIRST_IS_MATE = 1   # D_FLAGS: the fragment's first record in the sorted output is the mate's
+DUP_RID_SHIFT, DUP_POS_BIAS = 35, 1 << 32
 
 
 @njit(cache=True, nogil=True)
@@ -396,7 +402,7 @@ def record_bound(r, reads, aln, rg, paired):
 @njit(cache=True, nogil=True)
 def encode_batch(reads, aln, ref, rg, proper, paired, first, last, memmove):
     """The records of reads first..last-1 of a batch, in read order: (bytes, record offsets, coordinate
-    sort keys). Paired: first and last even.
+    sort keys, duplicate-marking fields (dup_fields)). Paired: first and last even.
 
     Serial and GIL-free: slices of batches are encoded side by side on threads while the next batch
     maps. A sort key orders by contig, position, then forward before reverse strand (as samtools).
@@ -414,7 +420,59 @@ def encode_batch(reads, aln, ref, rg, proper, paired, first, last, memmove):
         if fields[r, F_RID] >= 0:
             strand = 1 if fields[r, F_FLAG] & FLAG_REVERSE else 0
             keys[r] = (fields[r, F_RID] << 33) | (fields[r, F_POS] << 1) | strand
-    return buf[:offsets[n]], offsets, keys
+    return buf[:offsets[n]], offsets, keys, dup_fields(reads, aln, fields, keys, paired, first, last)
+
+
+@njit(cache=True, nogil=True, inline='always')
+def five_prime_end(aln, row, n, rid, pos, end, reverse):
+    """A mapped read's unclipped 5' end, packed as a duplicate-marking end (markdup.py): contig,
+    position (its unclipped start, or on the reverse strand its unclipped end: the last base's
+    position, 0-based, plus the soft clip after it), strand."""
+    trace = aln[7]
+    if reverse:
+        five = end - 1 + (n - trace[row, TR_END_ROW])
+    else:
+        five = pos - trace[row, TR_READ_START]
+    return (rid << DUP_RID_SHIFT) | ((five + DUP_POS_BIAS) << 1) | (1 if reverse else 0)
+
+
+@njit(cache=True, nogil=True)
+def dup_fields(reads, aln, fields, keys, paired, first, last):
+    """What duplicate marking (markdup.py) needs of reads first..last-1, one row each (columns D_*):
+    the read's unclipped 5' end (-1: not a candidate: unmapped), its mate's (-1: single-end or mate
+    unmapped), the score (the read's base qualities of 15 and over summed, capped at 16383 as Picard,
+    plus its mapped mate's), the sort key of the fragment's first record in the sorted output and
+    whether that record is the mate (FIRST_IS_MATE): the tie-break of equal scores (Picard's: the
+    set member whose first record comes first in the file). gpualign writes no secondary or
+    supplementary records: every mapped record is a primary one."""
+    quals, read_off = reads[4], reads[5]
+    row_of = aln[0]
+    n = last - first
+    out = np.full((n, D_COLS), -1, dtype=np.int64)
+    score = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        r = first + i
+        s = 0
+        for j in range(read_off[r], read_off[r + 1]):
+            if quals[j] >= 15:
+                s += quals[j]
+        score[i] = min(s, 16383)
+        if row_of[r] >= 0:
+            out[i, D_END] = five_prime_end(aln, row_of[r], read_off[r + 1] - read_off[r], fields[i, F_RID],
+                                           fields[i, F_POS], fields[i, F_END], fields[i, F_FLAG] & FLAG_REVERSE != 0)
+    for i in range(n):
+        out[i, D_SCORE] = score[i]
+        out[i, D_FIRST] = keys[i]
+        out[i, D_FLAGS] = 0
+        m = (first + i) ^ 1
+        if paired and out[i, D_END] >= 0 and row_of[m] >= 0:
+            mi = m - first
+            out[i, D_MATE] = out[mi, D_END]
+            out[i, D_SCORE] = score[i] + score[mi]
+            if keys[mi] < keys[i] or (keys[mi] == keys[i] and mi < i):   # the mate is written first
+                out[i, D_FIRST] = keys[mi]
+                out[i, D_FLAGS] = FIRST_IS_MATE
+    return out
 
 
 def kernel_args(batch, res, genome):
@@ -435,15 +493,15 @@ def record_slices(n: int):
     return [(a, min(n, a + RECORDS_PER_TASK)) for a in range(0, n, RECORDS_PER_TASK)]
 
 
-def batch_bam_records(batch, res, genome, rg_id, first=0, last=None):
+def batch_bam_records(batch, res, genome, rg_id, first=0, last=None, dup=False):
     """The BAM records of reads first..last-1 of a batch (all by default), in input order: (bytes,
-    record offsets, coordinate sort keys)."""
+    record offsets, coordinate sort keys), and with dup their duplicate-marking fields (dup_fields)."""
     last = len(batch) if last is None else last
     rg = np.frombuffer((rg_id or "").encode(), dtype=np.uint8)
     reads, aln, ref, proper, paired = kernel_args(batch, res, genome)
-    buf, offsets, keys = encode_batch(reads, aln, ref, rg, proper, paired, first, last, MEMMOVE)
+    buf, offsets, keys, dupf = encode_batch(reads, aln, ref, rg, proper, paired, first, last, MEMMOVE)
     if batch.has_comments:   # read with -C: the comments' tags end each record
         _, _, tags, tag_off = comment_tags(batch.comments[batch.comment_off[first]:batch.comment_off[last]],
                                            batch.comment_off[first:last + 1] - batch.comment_off[first])
         buf, offsets = append_tags(buf, offsets, tags, tag_off)
-    return buf, offsets, keys
+    return (buf, offsets, keys, dupf) if dup else (buf, offsets, keys)

@@ -31,6 +31,8 @@ from numba import njit
 
 from .bai import build_bai, index_fields
 from .bgzf import BGZF_EOF, BamWriter, header_bytes, sized_bgzf_blocks
+from .markdup import UNKNOWN_LIBRARY, decide, flag_duplicates, metrics, write_metrics
+from .records import D_COLS
 from ..jitcache import use_versioned_cache
 from ..memmove import MEMMOVE
 from ..output import open_binary
@@ -44,9 +46,11 @@ PART_RECORDS = 1 << 16   # records of a part of the final pass: one task, its ow
 
 @njit(cache=True, nogil=True)
 def key_order(offsets, keys):
-    """A slice's keys, record starts and record sizes in key order (stable)."""
+    """A slice's keys, record starts and record sizes in key order (stable), and the order (each
+    row's record in the slice)."""
     order = np.argsort(keys, kind="mergesort")
-    return keys[order], offsets[:-1][order], (offsets[1:] - offsets[:-1])[order].astype(np.int32)
+    return (keys[order], offsets[:-1][order], (offsets[1:] - offsets[:-1])[order].astype(np.int32),
+            order.astype(np.int32))
 
 
 @njit(cache=True, nogil=True)
@@ -146,7 +150,7 @@ class UnsortedBam(RecordSink):
         super().__init__(encode, threads)
         self.writer = BamWriter(path, header, level, threads)
 
-    def consume(self, buf, offsets, keys):
+    def consume(self, buf, offsets, keys, dupf=None):
         self.writer.write(buf)
 
     def close(self):
@@ -159,10 +163,22 @@ class UnsortedBam(RecordSink):
 
 
 class SortedBam(RecordSink):
-    """Records in coordinate order, then a .bai index (at `index_path`)."""
+    """Records in coordinate order, then a .bai index (at `index_path`).
 
-    def __init__(self, path, header, encode, level, threads, index_path=None, times=None, work_dir=None):
+    markdup: mark duplicates (markdup.py) as the records are written; `encode` then also gives each
+    slice's duplicate-marking fields (records.dup_fields), kept in input order beside the sort keys
+    (40 bytes a record, and 4 for the row's place in its slice). After the last batch, decide()
+    picks the duplicates from those arrays alone, and each part sets 0x400 in its gathered records
+    before compressing them. `library` names the one library for the metrics; `metrics_path`, if
+    given, gets them in Picard's DuplicationMetrics layout; self.dup_metrics holds them after close."""
+
+    def __init__(self, path, header, encode, level, threads, index_path=None, times=None, work_dir=None,
+                 markdup=False, library=None, metrics_path=None, command="gpualign", output_name=None):
         super().__init__(lambda *item: self.sorted_records(*encode(*item)), threads)
+        self.markdup, self.library, self.metrics_path, self.command = markdup, library, metrics_path, command
+        self.output_name = output_name or path
+        self.orders, self.dups = [], []
+        self.dup_metrics = None
         self.path, self.header, self.level, self.threads = path, header, level, threads
         self.index_path = index_path
         self.times = times or (lambda stage: contextlib.nullcontext())
@@ -182,19 +198,25 @@ class SortedBam(RecordSink):
         super().add(*item)
 
     @staticmethod
-    def sorted_records(buf, offsets, keys):
-        """A slice's bytes as they are, and its keys, record starts and sizes in key order (stable):
-        moving the bytes would cost more here, while mapping goes on, than gathering them later."""
+    def sorted_records(buf, offsets, keys, dupf=None):
+        """A slice's bytes as they are, and its keys, record starts and sizes in key order (stable),
+        the order, and its duplicate-marking fields (None without): moving the bytes would cost
+        more here, while mapping goes on, than gathering them later."""
         with trace.span("sort batch records"):
-            return (buf, *key_order(offsets, keys))
+            return (buf, *key_order(offsets, keys), dupf)
 
-    def consume(self, buf, keys, starts, sizes):
+    def consume(self, buf, keys, starts, sizes, order=None, dupf=None):
         with trace.span("write sorted run"):
             self.run.write(buf)
         self.keys.append(keys)
         self.starts.append(starts + self.written)
         self.sizes.append(sizes)
         self.written += len(buf)
+        if self.markdup:
+            if dupf is None:
+                raise ValueError("SortedBam: markdup needs the records' duplicate-marking fields")
+            self.orders.append(order)
+            self.dups.append(dupf)
 
     def close(self):
         try:
@@ -218,6 +240,7 @@ class SortedBam(RecordSink):
                                for a in (self.keys, self.starts, self.sizes))
         run_off = np.cumsum([0] + [len(k) for k in self.keys], dtype=np.int64)
         self.keys = self.starts = self.sizes = None
+        dup_row = self.duplicates(run_off) if self.markdup else None
         src = (np.memmap(self.run.name, dtype=np.uint8, mode="r") if self.written
                else np.zeros(0, dtype=np.uint8))
 
@@ -228,6 +251,9 @@ class SortedBam(RecordSink):
                 rows = part_rows(keys, run_off, first, min(len(keys), first + PART_RECORDS))
             with trace.span("gather sorted records"):
                 records = gather(src, starts, sizes, rows, MEMMOVE)
+            if dup_row is not None:
+                with trace.span("flag duplicates"):
+                    flag_duplicates(records, sizes[rows], dup_row[rows])
             blocks, csizes, usizes = sized_bgzf_blocks(records, self.level)
             if not self.index_path:
                 return blocks, None
@@ -248,6 +274,24 @@ class SortedBam(RecordSink):
                 at += len(blocks)
             fh.write(BGZF_EOF)
         return entries
+
+    def duplicates(self, run_off):
+        """Which rows (of the runs' concatenated arrays, each run in key order) are duplicates:
+        decided over the whole output in input order (the runs are consumed in input order, one
+        slice each, so run j's records are input rows run_off[j]...), then laid out by row. The
+        metrics are counted here and written at once when asked for."""
+        with self.times("sorted BAM: mark duplicates"):
+            d = (np.concatenate(self.dups) if self.dups else np.zeros((0, D_COLS), dtype=np.int64))
+            dup = decide(d)
+            self.dup_metrics = {self.library or UNKNOWN_LIBRARY: metrics(d, dup)}
+            if self.metrics_path:
+                write_metrics(self.metrics_path, self.dup_metrics, os.path.basename(self.output_name),
+                              self.command)
+            dup_row = np.empty(len(d), dtype=bool)
+            for j, order in enumerate(self.orders):
+                dup_row[run_off[j]:run_off[j + 1]] = dup[run_off[j] + order]
+            self.orders = self.dups = None
+            return dup_row
 
     def write_index(self, entries):
         """The .bai from the records' index entries (write_sorted's)."""
@@ -274,7 +318,7 @@ def load_tail_code(level: int):
     tail, where every thread would wait for it at once."""
     with trace.span("load the sorted tail's code"):
         keys, run_off = np.zeros(1, dtype=np.int64), np.array([0, 1], dtype=np.int64)
-        _, starts, sizes = key_order(np.array([0, len(TINY_RECORD)], dtype=np.int64), keys)
+        _, starts, sizes, _ = key_order(np.array([0, len(TINY_RECORD)], dtype=np.int64), keys)
         src = TINY_RECORD.copy()
         src.setflags(write=False)   # the run file is read through a read-only memmap
         records = gather(src, starts, sizes, part_rows(keys, run_off, 0, 1), MEMMOVE)
