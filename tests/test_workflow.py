@@ -205,6 +205,7 @@ ALIGN_ON = {"align", "merge_units", "stats", "all"}   # a unit aligned again, an
     ("align={max_indels: 4}", ALIGN_ON),
     ("align={mismatch: 3, gap_open: 5}", ALIGN_ON),
     ("bam={compression_level: 6}", ALIGN_ON),
+    ("bam={mark_duplicates: false}", ALIGN_ON),
     ("index={max_occ: 100}", {"index_reference"} | ALIGN_ON),
     ("index={k: 9}", {"index_reference"} | ALIGN_ON),
 ])
@@ -402,9 +403,16 @@ def test_reference_download_error_is_one_line(tmp_path, numba_cache, http_server
 # ---- (e) reads in chunks -------------------------------------------------------------------------
 
 
-def bam_records(path: Path) -> list[str]:
+def bam_records(path: Path, clear_dup: bool = False) -> list[str]:
+    """The records as SAM text; clear_dup: with the duplicate flag cleared (a sample aligned in chunks
+    is not marked yet, while align marks an unchunked one-unit sample)."""
     with pysam.AlignmentFile(str(path)) as bam:
-        return [rec.to_string() for rec in bam]
+        out = []
+        for rec in bam:
+            if clear_dup:
+                rec.flag &= ~0x400
+            out.append(rec.to_string())
+        return out
 
 
 def align_script_processes(root: int) -> list:
@@ -471,7 +479,7 @@ def test_killed_chunk_job_is_rerun_alone_and_the_merge_equals_the_unsplit_run(de
     run_snakemake(workdir, "--cores", "2", "--config", chunks, numba_cache=numba_cache)
 
     merged = bam_records(workdir / "results" / "bam" / "demo.bam")
-    assert merged == bam_records(demo_run.workdir / "results" / "bam" / "demo.bam")
+    assert merged == bam_records(demo_run.workdir / "results" / "bam" / "demo.bam", clear_dup=True)
     assert len(merged) == fastq_records(DEMO_READS)
     assert not parts.exists() or not any(parts.iterdir()), "chunk files are temporary"
     log = (workdir / "logs" / "split_reads" / "demo.1.log").read_text()
@@ -525,10 +533,12 @@ def test_paired_sample_runs_as_pairs_and_chunks_give_the_same_bam(tmp_path, numb
     assert sum(r.is_proper_pair for r in records) >= 0.95 * 2 * n
     log = (workdir / "logs" / "align" / "pe.1.log").read_text()
     assert "insert size: mean" in log and "reads in proper pairs" in log
-    unsplit = bam_records(bam)
+    assert "duplicates (pe):" in log   # bam.mark_duplicates: marked by align, one unit unchunked
+    unsplit = bam_records(bam, clear_dup=True)
 
     run_snakemake(workdir, "--cores", "2", "--config", "samples=pe.tsv", "align={chunks: 3}",
                   numba_cache=numba_cache)
     assert bam_records(bam) == unsplit
+    assert "duplicates NOT marked" in (workdir / "logs" / "merge_units" / "pe.log").read_text()
     split_log = (workdir / "logs" / "split_reads" / "pe.1.log").read_text()
     assert f"split {2 * n} reads into 3 chunks" in split_log

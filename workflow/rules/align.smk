@@ -99,6 +99,8 @@ rule merge_units:
     params:
         units=lambda wildcards: sample_units(wildcards.sample),
         compression_level=config["bam"]["compression_level"],
+        mark_duplicates=config["bam"]["mark_duplicates"],
+        marked_in_align=lambda wildcards: marks_in_align(wildcards.sample),
         code=script_code("merge_units.py"),
     threads: config["align"]["threads"]
     resources:

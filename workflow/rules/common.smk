@@ -251,10 +251,19 @@ def align_params():
         "backend": config["align"]["backend"],
         "mapping": MAP_PARAMS,
         "compression_level": config["bam"]["compression_level"],
+        "markdup": lambda wildcards: marks_in_align(wildcards.sample),
         "read_group": lambda wildcards: read_group(wildcards.sample, wildcards.unit),
         "paired": lambda wildcards: is_paired(wildcards.sample, wildcards.unit),
         "code": script_code("align.py"),
     }
+
+
+def marks_in_align(sample):
+    """Whether align marks duplicates as it writes the sample's BAM: bam.mark_duplicates, for a sample
+    of one unit aligned unchunked (align writes the BAM the sample gets). Duplicates must be marked
+    across a library's units and chunks, which is the merge's work; not done yet (merge_units says
+    so in its log)."""
+    return bool(config["bam"]["mark_duplicates"]) and len(sample_units(sample)) == 1 and not chunked()
 
 
 def read_group(sample, unit):

@@ -37,7 +37,7 @@ def map_command(index, reads, bam, params, threads) -> str:
     prefix = index.removesuffix(".idx.npz")   # the CLI's index prefix: resources/reference/{name}.k{k}
     read_group = "\\t".join(["@RG"] + [f"{tag}:{value}" for tag, value in params.read_group.items()])
     argv = ["gpualign", "map", "-t", str(threads), "--backend", params.backend, "-l", str(params.compression_level),
-            "-R", read_group]
+            "-R", read_group] + (["--markdup"] if params.markdup else [])
     if params.paired and len(reads) == 1:
         argv.append("-p")
     for name, value in params.mapping.items():
@@ -71,4 +71,5 @@ with job_errors(snakemake.rule, log, out.bam):
             sort=True,
             index_path=tmp_bai,
             paired=paired,
+            markdup=snakemake.params.markdup,
         )

@@ -4,7 +4,9 @@ Several units: samtools merge, from a header holding every unit's @RG line (each
 read group; records keep their RG tags) and every unit's @PG lines, those of the second and later
 units renamed ID.unit (gpualign.L002) where the ID is taken already, so the header says how each
 unit was aligned and the output is the same on every run. One unit: its BAM as it is (a hard link
-where the file system allows one, else a copy), not rewritten, and a copy of its .bai.
+where the file system allows one, else a copy), not rewritten, and a copy of its .bai; align marked
+its duplicates (bam.mark_duplicates) unless it was aligned in chunks. Several units (or chunks) are
+not marked yet: the log says so.
 """
 
 import os
@@ -66,3 +68,7 @@ with job_errors(snakemake.rule, log, out.bam):
             merge_sorted_bams(bams, out.bam, snakemake.threads, snakemake.params.compression_level,
                               header=header_sam.name, what="unit")
         print(f"merged {len(bams)} unit BAMs ({', '.join(units)}) into {out.bam}", file=log)
+    if snakemake.params.mark_duplicates and not snakemake.params.marked_in_align:
+        print(f"bam.mark_duplicates: duplicates NOT marked in {out.bam}: marking across several units or chunks "
+              "(at the merge) is not implemented yet; only a sample of one unit aligned unchunked is marked",
+              file=log)
