@@ -66,7 +66,7 @@ def simulate(rng, seqs, n, paired, dup_rate=0.04, ties=False, garbage=0.03):
                 s = mates[m] if k == 0 else mutated(rng, mates[m])
                 if clip and m == 0:
                     s = random_seq(rng, 12) + s[12:]
-                out.append((name, s.encode(), q[m] if tie else quals(rng, LENGTH)))
+                out.append((name, s.encode(), q[m] if tie or k == 0 else quals(rng, LENGTH)))
     order = rng.permutation(len(r1))                      # copies scattered through the input
     return [[r[j] for j in order] for r in ((r1, r2) if paired else (r1,))]
 

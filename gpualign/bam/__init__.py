@@ -6,6 +6,7 @@ header they all build on):
     sam_records.py  the same records as pysam objects, for SAM text (batch_records)
     bgzf.py         BGZF blocks compressed on threads, BamWriter (header + records)
     sort.py         the sinks: UnsortedBam (read order), SortedBam (coordinate order, + .bai)
+    markdup.py      duplicate marking decided on per-record arrays as SortedBam writes; Picard metrics
     bai.py          bin numbers (reg2bin) and the .bai index built while the sorted BAM is written
     stats.py        flagstat, idxstats and the mapping summary of a finished BAM (stage stats)
 """

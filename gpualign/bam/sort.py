@@ -15,6 +15,10 @@ from the page-cached run file, compressed into BGZF blocks of its own, and their
 order and moves their entries to where they landed; only the .bai's assembly (build_bai) is left
 after the last part. The parts depend on the records alone, so the bytes do not depend on the
 batches or the threads; a part's last block may be short, which BGZF allows.
+
+With markdup, each slice's duplicate-marking fields (records.dup_fields) are kept too, in input
+order; after the last batch markdup.decide picks the duplicates from those arrays alone, and each
+part sets 0x400 in its gathered records before compressing them: no second pass over the BAM.
 """
 
 import collections
