@@ -400,9 +400,9 @@ def record_bound(r, reads, aln, rg, paired):
 
 
 @njit(cache=True, nogil=True)
-def encode_batch(reads, aln, ref, rg, proper, paired, first, last, memmove):
+def encode_batch(reads, aln, ref, rg, proper, paired, first, last, memmove, dup):
     """The records of reads first..last-1 of a batch, in read order: (bytes, record offsets, coordinate
-    sort keys, duplicate-marking fields (dup_fields)). Paired: first and last even.
+    sort keys, duplicate-marking fields (dup_fields; no rows unless dup)). Paired: first and last even.
 
     Serial and GIL-free: slices of batches are encoded side by side on threads while the next batch
     maps. A sort key orders by contig, position, then forward before reverse strand (as samtools).
@@ -420,7 +420,8 @@ def encode_batch(reads, aln, ref, rg, proper, paired, first, last, memmove):
         if fields[r, F_RID] >= 0:
             strand = 1 if fields[r, F_FLAG] & FLAG_REVERSE else 0
             keys[r] = (fields[r, F_RID] << 33) | (fields[r, F_POS] << 1) | strand
-    return buf[:offsets[n]], offsets, keys, dup_fields(reads, aln, fields, keys, paired, first, last)
+    dupf = dup_fields(reads, aln, fields, keys, paired, first, last) if dup else np.empty((0, D_COLS), np.int64)
+    return buf[:offsets[n]], offsets, keys, dupf
 
 
 @njit(cache=True, nogil=True, inline='always')
@@ -499,7 +500,7 @@ def batch_bam_records(batch, res, genome, rg_id, first=0, last=None, dup=False):
     last = len(batch) if last is None else last
     rg = np.frombuffer((rg_id or "").encode(), dtype=np.uint8)
     reads, aln, ref, proper, paired = kernel_args(batch, res, genome)
-    buf, offsets, keys, dupf = encode_batch(reads, aln, ref, rg, proper, paired, first, last, MEMMOVE)
+    buf, offsets, keys, dupf = encode_batch(reads, aln, ref, rg, proper, paired, first, last, MEMMOVE, dup)
     if batch.has_comments:   # read with -C: the comments' tags end each record
         _, _, tags, tag_off = comment_tags(batch.comments[batch.comment_off[first]:batch.comment_off[last]],
                                            batch.comment_off[first:last + 1] - batch.comment_off[first])
