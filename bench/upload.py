@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from gpualign import cuda_driver as driver
-from gpualign.backends import cuda, gpu
+from gpualign.backends import cuda
 from gpualign.index import load_index
 
 
@@ -26,7 +26,6 @@ def timed(label, nbytes, action, repeats=3):
 
 
 def main(path):
-    gpu.use("driver") if hasattr(gpu, "use_driver") else None
     driver.init()
     positions = load_index(path).positions
     n = positions.nbytes
