@@ -48,8 +48,9 @@ def check_name(what, value):
 # ---- config -----------------------------------------------------------------------------------
 
 
-def coerce_cli_integers(values, schema):
-    """Turn '4' back into 4 where the schema wants an integer.
+def coerce_cli_values(values, schema):
+    """Turn '4' back into 4 where the schema wants an integer, and 'false' into False where it wants
+    a boolean (YAML's words: true/false, yes/no, on/off, any case).
 
     `--config align='{max_indels: 4}'` hands nested values over as strings (Snakemake parses
     them with YAML's BaseLoader); top-level `--config` values and config files are typed already.
@@ -57,9 +58,14 @@ def coerce_cli_integers(values, schema):
     for key, sub in schema.get("properties", {}).items():
         value = values.get(key) if isinstance(values, dict) else None
         if isinstance(value, dict):
-            coerce_cli_integers(value, sub)
+            coerce_cli_values(value, sub)
         elif isinstance(value, str) and wants_integer(sub) and re.fullmatch(r"[+-]?\d+", value.strip()):
             values[key] = int(value)
+        elif isinstance(value, str) and sub.get("type") == "boolean" and value.strip().lower() in YAML_BOOLEANS:
+            values[key] = YAML_BOOLEANS[value.strip().lower()]
+
+
+YAML_BOOLEANS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
 
 
 def wants_integer(sub):
@@ -68,7 +74,7 @@ def wants_integer(sub):
 
 
 with open(Path(REPO, "workflow", "schemas", "config.schema.yaml")) as _fh:
-    coerce_cli_integers(config, yaml.safe_load(_fh))
+    coerce_cli_values(config, yaml.safe_load(_fh))
 try:
     check_name("reference.name", config.get("reference", {}).get("name", "lambda"))
 except ValueError as err:
