@@ -67,8 +67,12 @@ def test_write_stats(unsorted_bam, tmp_path):
     bam = str(tmp_path / "s1.bam")
     sort_and_index(unsorted_bam, bam)
     paths = [str(tmp_path / f) for f in ("s1.flagstat.txt", "s1.idxstats.txt", "s1.summary.tsv")]
-    summary = write_stats(bam, *paths, sample="s1")
+    summary = write_stats(bam, *paths, sample="s1", samtools_stats_path=str(tmp_path / "s1.stats.txt"))
     assert summary["primary"] == 7
+    stats = Path(tmp_path / "s1.stats.txt").read_text()
+    assert stats.startswith("# This file was produced by samtools stats")   # what MultiQC looks for
+    numbers = dict(line.split("\t")[1:3] for line in stats.splitlines() if line.startswith("SN\t"))
+    assert numbers["raw total sequences:"] == "7" and numbers["reads mapped:"] == "6"
     flagstat = Path(paths[0]).read_text()
     assert "8 + 0 in total" in flagstat
     assert "1 + 0 secondary" in flagstat

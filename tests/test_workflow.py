@@ -171,6 +171,8 @@ def test_demo_stats(demo_run):
     assert float(summary["mapped_pct"]) == pytest.approx(100 * int(summary["mapped"]) / n, abs=0.01)
     assert f"{n} + 0 in total" in (stats / "demo.flagstat.txt").read_text()
     assert (stats / "demo.idxstats.txt").read_text().startswith("gi|9626243|ref|NC_001416.1|\t48502\t")
+    samtools_stats = (stats / "demo.samtools_stats.txt").read_text()
+    assert f"SN\traw total sequences:\t{n}\t" in samtools_stats
 
 
 def test_demo_logs(demo_run, numba_cache):

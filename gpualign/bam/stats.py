@@ -1,7 +1,8 @@
 """Statistics of the sorted, indexed BAM (stage stats).
 
 `write_stats` writes samtools'
-flagstat and idxstats reports and a one-row mapping summary:
+flagstat and idxstats reports, optionally the full `samtools stats` report (which MultiQC reads),
+and a one-row mapping summary:
 
     records  primary  mapped  mapped_pct  mapq_ge_20
 
@@ -54,16 +55,18 @@ def summarize(bam: str) -> dict:
 
 
 def write_stats(bam: str, flagstat_path: str, idxstats_path: str, summary_path: str,
-                sample: str | None = None) -> dict:
-    """Write flagstat, idxstats and the summary TSV of an indexed BAM. Returns the summary."""
+                sample: str | None = None, samtools_stats_path: str | None = None) -> dict:
+    """Write flagstat, idxstats, the summary TSV and (samtools_stats_path) `samtools stats` of an
+    indexed BAM. Returns the summary."""
     _check_bam(bam, "BAM")
     try:
-        flagstat = pysam.flagstat(bam)
-        idxstats = pysam.idxstats(bam)
+        reports = [(flagstat_path, pysam.flagstat(bam)), (idxstats_path, pysam.idxstats(bam))]
+        if samtools_stats_path:
+            reports.append((samtools_stats_path, pysam.stats(bam)))
     except pysam.SamtoolsError as err:
         raise InputError(f"BAM {bam}: statistics failed: {_one_line(err)}") from None
     summary = summarize(bam)
-    for path, text in ((flagstat_path, flagstat), (idxstats_path, idxstats)):
+    for path, text in reports:
         with atomic_path(path) as tmp, open(tmp, "w") as fh:
             fh.write(text)
     columns = (["sample"] if sample is not None else []) + list(SUMMARY_COLUMNS)

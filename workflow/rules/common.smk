@@ -367,6 +367,7 @@ def get_final_output():
             f"results/bam/{sample}.bam.bai",
             f"results/stats/{sample}.flagstat.txt",
             f"results/stats/{sample}.idxstats.txt",
+            f"results/stats/{sample}.samtools_stats.txt",
             f"results/stats/{sample}.summary.tsv",
         ]
     return out

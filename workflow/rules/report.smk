@@ -1,5 +1,5 @@
-# Statistics of each sorted BAM: samtools flagstat and idxstats, and a one-row mapping summary
-# (records, primary = reads, mapped, mapped_pct, mapq_ge_20) that `snakemake --report` shows.
+# Statistics of each sorted BAM: samtools flagstat, idxstats and stats (MultiQC reads all three), and a one-row
+# mapping summary (records, primary = reads, mapped, mapped_pct, mapq_ge_20) that `snakemake --report` shows.
 
 
 rule stats:
@@ -14,6 +14,7 @@ rule stats:
             labels={"sample": "{sample}", "table": "flagstat"},
         ),
         idxstats="results/stats/{sample}.idxstats.txt",
+        samtools_stats="results/stats/{sample}.samtools_stats.txt",
         summary=report(
             "results/stats/{sample}.summary.tsv",
             category="Mapping",

@@ -1,4 +1,4 @@
-"""stats: flagstat, idxstats and the mapping summary of a sorted BAM."""
+"""stats: flagstat, idxstats, samtools stats and the mapping summary of a sorted BAM."""
 
 import sys
 
@@ -14,5 +14,6 @@ with job_errors(snakemake.rule, log, snakemake.output[0]):
         snakemake.output.idxstats,
         snakemake.output.summary,
         sample=snakemake.wildcards.sample,
+        samtools_stats_path=snakemake.output.samtools_stats,
     )
 print(" ".join(f"{key}={value}" for key, value in summary.items()), file=log)
