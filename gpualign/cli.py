@@ -4,7 +4,6 @@ Every argument is checked before any work starts; bad input is one line on stder
 """
 
 import argparse
-import contextlib
 import os
 import shlex
 import sys
@@ -187,9 +186,8 @@ def open_reads(args, k: int, batch_size: int, threads: int, block: int):
 
 
 def run_map(args, log, argv, tuning: Tuning):
-    from .atomic import atomic_path
     from .cram import check_reference
-    from .output import plan_output, writing
+    from .output import plan_file, plan_output, writing, written
     from .sam import parse_read_group
     read_paths = check_read_inputs(args)
     params = MapParams(**{n: getattr(args, n) for n in MapParams.names()}, tuning=tuning).check()
@@ -206,10 +204,10 @@ def run_map(args, log, argv, tuning: Tuning):
                          f"output {args.output} is {'unsorted ' if out.fmt != 'sam' else ''}{out.fmt.upper()}")
     if args.markdup_metrics and not args.markdup:
         raise InputError("--markdup-metrics: give --markdup too")
-    if args.markdup_metrics and (os.path.isdir(args.markdup_metrics)
-                                 or os.path.abspath(args.markdup_metrics) in {os.path.abspath(p) for p in
-                                                                             read_paths + files + beside + [args.output]}):
-        raise InputError(f"--markdup-metrics {args.markdup_metrics}: is a folder, an input or the output")
+    metrics = (plan_file(args.markdup_metrics, read_paths + files + beside, "--markdup-metrics")
+               if args.markdup_metrics else (None, False))
+    if metrics[0] is not None and metrics[0] in (out.path, out.index_path):
+        raise InputError(f"--markdup-metrics {args.markdup_metrics}: is the output or its index")
 
     if args.backend != "cpu" and not os.environ.get("NUMBA_ENABLE_CUDASIM"):
         from . import cuda_driver as driver
@@ -227,13 +225,12 @@ def run_map(args, log, argv, tuning: Tuning):
         index = load_index(args.prefix + INDEX_SUFFIX)
     reads = open_reads(args, index.k, params.batch_size, args.threads, tuning.insert_block)
     log(f"writing {out.describe()}")
-    with writing(out) as (path, index_path), \
-            (atomic_path(args.markdup_metrics) if args.markdup_metrics else contextlib.nullcontext()) as metrics:
+    with writing(out) as (path, index_path), written(*metrics) as metrics_path:
         map_reads(genome, index, reads, path, params, backend_name=args.backend, threads=args.threads,
                   read_group=read_group, command_line="gpualign " + shlex.join(argv), log=log, fmt=out.fmt,
                   compression_level=args.compression_level, sort=out.sort, index_path=index_path,
                   paired=bool(args.mates or args.interleaved), reference_fasta=fasta, markdup=args.markdup,
-                  metrics_path=metrics, output_name=out.given)
+                  metrics_path=metrics_path, output_name=out.given)
     return 0
 
 

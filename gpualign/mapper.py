@@ -313,7 +313,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
         head = reading.result()
         warming.result()
     batches = itertools.chain([] if head is None else [head], batches)
-    in_flight, size = (plan(max(int(head.lengths.max(initial=1)) if head is not None else 1, 1)) if plan
+    in_flight, size = (plan(int(head.lengths.max(initial=1)) if head is not None else 1) if plan
                        else (getattr(backend, "BATCHES_IN_FLIGHT", 1), p.batch_size))
     if size < p.batch_size and not paired:   # smaller batches where the GPU's memory asks for them
         batches = as_batches(batches, size)

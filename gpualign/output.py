@@ -76,29 +76,49 @@ def plan_output(given: str, fmt: str | None = None, unsorted: bool = False, inpu
     reads, none of which may be the output."""
     if not given:
         raise InputError("output: empty file name")
+    path, regular = plan_file(given, inputs)
+    return checked_index(Output(given, path, *sort_and_format(given, fmt, unsorted), regular))
+
+
+def plan_file(given: str, inputs=(), what: str = "output") -> tuple[str, bool]:
+    """(path to open, whether it is a regular file) for an output named `given`: a stream name as
+    given, else its real path; a regular file or a new one is written under a temporary name and
+    renamed (`written`), anything else (stdout, a device, a FIFO) is written in place. A folder, a
+    missing or unwritable folder, or one of `inputs` is an InputError naming `what` and `given`."""
     if is_stream_name(given):
-        return Output(given, given, *sort_and_format(given, fmt, unsorted), regular=False)
+        return given, False
     real = os.path.realpath(given)
     try:
         st = os.stat(real)
     except FileNotFoundError:
         folder = os.path.dirname(real)
         if not os.path.isdir(folder):
-            raise InputError(f"output {given}: no such folder {os.path.dirname(given) or folder}") from None
+            raise InputError(f"{what} {given}: no such folder {os.path.dirname(given) or folder}") from None
         if not os.access(folder, os.W_OK):
-            raise InputError(f"output {given}: folder is not writable") from None
-        return checked_index(Output(given, real, *sort_and_format(given, fmt, unsorted), regular=True))
+            raise InputError(f"{what} {given}: folder is not writable") from None
+        return real, True
     if stat.S_ISDIR(st.st_mode):
-        raise InputError(f"output {given}: is a directory")
+        raise InputError(f"{what} {given}: is a directory")
     if not stat.S_ISCHR(st.st_mode):   # /dev/null as input and output is harmless
         for path in inputs:
             with contextlib.suppress(OSError):
                 if path and path != "-" and same_file(st, os.stat(path)):
-                    raise InputError(f"output {given}: is also an input ({path}); choose another output name")
+                    raise InputError(f"{what} {given}: is also an input ({path}); choose another output name")
     regular = stat.S_ISREG(st.st_mode)
     if regular and not os.access(os.path.dirname(real), os.W_OK):
-        raise InputError(f"output {given}: folder is not writable")
-    return checked_index(Output(given, real, *sort_and_format(given, fmt, unsorted), regular))
+        raise InputError(f"{what} {given}: folder is not writable")
+    return real, regular
+
+
+@contextlib.contextmanager
+def written(path: str, regular: bool):
+    """The path to write for plan_file's (path, regular): a regular file's temporary, renamed onto
+    it if the body succeeds; anything else itself, written in place and never replaced."""
+    if not regular:
+        yield path
+        return
+    with atomic_path(path) as tmp:
+        yield tmp
 
 
 def checked_index(out: Output) -> Output:
@@ -127,7 +147,7 @@ def writing(out: Output):
         return
     index = out.index_path
     if index is None:
-        with atomic_path(out.path) as tmp:
+        with written(out.path, True) as tmp:
             yield tmp, None
         for suffix in INDEX_SUFFIX.values():
             with contextlib.suppress(FileNotFoundError):
@@ -170,4 +190,4 @@ def user_message(err: OSError, out: Output | None) -> OSError:
     return err
 
 
-__all__ = ["Output", "plan_output", "writing", "format_of", "scratch_dir", "open_binary", "FORMATS"]
+__all__ = ["Output", "plan_output", "plan_file", "writing", "written", "format_of", "scratch_dir", "open_binary", "FORMATS"]

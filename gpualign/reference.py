@@ -26,17 +26,17 @@ def parse_fasta(path: str, block: int = 1 << 24):
     anything but letters and line ends (spaces, a CR, a bad character) is gone through line by line,
     which finds the line of an error. A human genome's 52 M lines took a Python step each before."""
     contig = _Contig(path)
-    for text, first in iter_line_blocks(path, "reference", block):
-        block, pos, lineno = text, 0, first
-        while pos < len(block):
-            header = pos if block.startswith(b">", pos) else block.find(b"\n>", pos) + 1 or len(block)
+    for text, lineno in iter_line_blocks(path, "reference", block):
+        pos = 0
+        while pos < len(text):
+            header = pos if text.startswith(b">", pos) else text.find(b"\n>", pos) + 1 or len(text)
             if header > pos:
-                contig.add_lines(block[pos:header], lineno)
-                lineno += block.count(b"\n", pos, header)
-            if header == len(block):
+                contig.add_lines(text[pos:header], lineno)
+                lineno += text.count(b"\n", pos, header)
+            if header == len(text):
                 break
-            end = block.find(b"\n", header) + 1 or len(block)
-            finished = contig.start(block[header:end].rstrip(b"\n").removesuffix(b"\r"), lineno)
+            end = text.find(b"\n", header) + 1 or len(text)
+            finished = contig.start(text[header:end].rstrip(b"\n").removesuffix(b"\r"), lineno)
             if finished:
                 yield finished
             pos, lineno = end, lineno + 1

@@ -287,15 +287,4 @@ def iter_line_blocks(path: str, what: str, block: int = 1 << 24):
             yield tail, lineno
 
 
-def iter_lines(path: str, what: str, block: int = 1 << 24):
-    """The lines of a plain or gzip file (or `-`) without their ends (LF or CRLF), read a block at a
-    time."""
-    for text, _ in iter_line_blocks(path, what, block):
-        lines = text.split(b"\n")
-        if text.endswith(b"\n"):
-            lines.pop()
-        for line in lines:
-            yield line[:-1] if line.endswith(b"\r") else line
-
-
-__all__ = ["Input", "Prefixed", "STDIN", "check_input", "iter_line_blocks", "iter_lines", "shown"]
+__all__ = ["Input", "Prefixed", "STDIN", "check_input", "iter_line_blocks", "shown"]

@@ -7,7 +7,9 @@ tests/naive.py's plain reference exactly, at any batch size and thread count; it
 `samtools markdup` (after `samtools fixmate -m`) and Picard MarkDuplicates within 0.1% of reads, each
 difference explained (skipped where a tool is missing)."""
 
+import os
 import shutil
+import stat
 import subprocess
 
 import numpy as np
@@ -16,7 +18,9 @@ import pytest
 
 from gpualign.bam.markdup import decide, estimate_library_size
 from gpualign.bam.records import D_COLS, D_END, D_FIRST, D_MATE, D_SCORE
-from gpualign.cli import main
+from gpualign.cli import get_argument_parser, main, run_map
+from gpualign.errors import InputError
+from gpualign.options import TUNING
 from helpers import COMP, write_fastq
 from naive import naive_duplicates
 
@@ -196,3 +200,23 @@ def test_agrees_with_samtools_markdup_and_picard(world, tmp_path, tool, paired):
           f"only gpualign {len(ours - theirs)}, only {tool} {len(theirs - ours)}")
     assert len(ours) > 0.02 * len(base)
     assert len(ours ^ theirs) <= 0.001 * len(base)
+
+
+def test_metrics_into_a_fifo_are_written_in_place_and_bad_paths_refused(world, tmp_path):
+    """--markdup-metrics is an output like -o: a FIFO gets the metrics written into it and stays a FIFO
+    (never renamed over); the output itself, an input or a folder is refused in one line."""
+    files = reads_files(world, "fifo", False, ties=True, dup_rate=0.08, garbage=0.1)
+    fifo = tmp_path / "metrics.fifo"
+    os.mkfifo(fifo)
+    with open(tmp_path / "copy.txt", "wb") as sink:
+        reader = subprocess.Popen(["cat", str(fifo)], stdout=sink)
+        mapped(world, files, tmp_path / "m.bam", "--markdup", "--markdup-metrics", str(fifo))
+        assert reader.wait(60) == 0
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert "## METRICS CLASS\tpicard.sam.DuplicationMetrics" in (tmp_path / "copy.txt").read_text()
+    for bad, why in ((tmp_path / "m.bam", "is the output or its index"), (tmp_path, "is a directory"),
+                     (files[0], "is also an input")):
+        argv = ["map", world[2], *files, "-o", str(tmp_path / "m.bam"), "--backend", "cpu", "--markdup",
+                "--markdup-metrics", str(bad)]
+        with pytest.raises(InputError, match=f"^--markdup-metrics {bad}: {why}"):
+            run_map(get_argument_parser().parse_args(argv), lambda msg: None, argv, TUNING)

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from gpualign import fastq as fastq_module
@@ -289,17 +290,24 @@ def test_rapidgzip_only_for_a_big_file_with_threads_enough(tmp_path, threads, si
 
 
 @pytest.mark.parametrize("block", [1, 3, 7, 1 << 20])
-def test_lines_read_a_block_at_a_time_are_the_files_lines(tmp_path, rng, block):
-    """iter_lines (the reference parser's) gives every line without its end, LF or CRLF, whatever the
-    block size cuts through, plain or gzip, with or without a last line end."""
+def test_blocks_of_lines_are_the_file_cut_after_line_ends(tmp_path, rng, block):
+    """iter_line_blocks (the reference parser's) gives the file's bytes, plain or gzip, in order, cut
+    only after a line end (LF, or CRLF) whatever the block size, the last line with or without its
+    end, each block with the number of its first line."""
     import gzip as gz
-    from gpualign.seqio import iter_lines
-    lines = [bytes(rng.choice(list(b"ACGT>N "), size=int(rng.integers(0, 12)))) for _ in range(40)]
+    from gpualign.seqio import iter_line_blocks
+    lines = [rng.choice(np.frombuffer(b"ACGT>N ", dtype=np.uint8), size=int(rng.integers(0, 12))).tobytes()
+             for _ in range(40)]
     for ending, last in ((b"\n", b"\n"), (b"\r\n", b""), (b"\n", b"")):
         data = ending.join(lines) + last
         plain, packed = tmp_path / "f.txt", tmp_path / "f.txt.gz"
         plain.write_bytes(data)
         packed.write_bytes(gz.compress(data))
-        want = lines if last or lines[-1] else lines[:-1]
-        assert list(iter_lines(str(plain), "reference", block)) == want
-        assert list(iter_lines(str(packed), "reference", block)) == want
+        for path in (plain, packed):
+            blocks = list(iter_line_blocks(str(path), "reference", block))
+            assert b"".join(text for text, _ in blocks) == data
+            assert all(text.endswith(b"\n") for text, _ in blocks[:-1]) and all(text for text, _ in blocks)
+            seen = b""
+            for text, first in blocks:
+                assert first == seen.count(b"\n") + 1
+                seen += text

@@ -33,6 +33,7 @@ import math
 
 import numpy as np
 
+from ..output import open_binary
 from .records import D_END, D_FIRST, D_FLAGS, D_MATE, D_SCORE, FIRST_IS_MATE
 
 FLAG_DUP_BYTE = 19     # the record byte holding the flag's high 8 bits (block_size 4 + 14 bytes, + 1)
@@ -153,5 +154,5 @@ def write_metrics(path: str, rows, source: str, command: str):
     for library, m in rows.items():
         values = [library] + [m[c] for c in METRIC_COLUMNS[1:]]
         lines.append("\t".join("" if v is None else f"{v:.6f}" if isinstance(v, float) else str(v) for v in values))
-    with open(path, "w") as fh:
-        fh.write("\n".join(lines) + "\n\n")
+    with open_binary(path) as fh:   # '-' is stdout
+        fh.write(("\n".join(lines) + "\n\n").encode())
