@@ -72,14 +72,7 @@ if [ "${SMALL:-1}" = 1 ]; then   # the same reads with all but SMALL_GIB of the 
   cat $T_DIR/ballast.txt | tee -a $S
   map_run small
   kill $ballast; wait $ballast 2> /dev/null
-  python3 - $H/full1.bam $H/small.bam <<'PY' | tee -a $S
-import sys, pysam
-def records(path):
-    with pysam.AlignmentFile(path, check_sq=False) as bam:
-        return [r.to_string() for r in bam]
-a, b = records(sys.argv[1]), records(sys.argv[2])
-print(f"full-card and small-card records: {len(a)} and {len(b)}, {'identical' if a == b else 'DIFFERENT'}")
-PY
+  python3 bench/compare_bams.py $H/full1.bam $H/small.bam | tail -n 1 | tee -a $S   # full card against small card
 fi
 if [ "${SCORE:-1}" = 1 ]; then
   python3 bench/accuracy.py --ref $REAL --reads $H/r.fq.gz --bam $H/full1.bam --peers '' -t $T --out $OUT/accuracy.tsv \
