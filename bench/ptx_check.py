@@ -9,10 +9,12 @@ numba-cuda's compile_ptx. It needs NVVM and NVRTC, which pip installs without a 
     pip install --target /opt/nvcc nvidia-cuda-nvcc-cu12 nvidia-cuda-nvrtc-cu12
     python bench/ptx_check.py /opt/nvcc
 
-Prints one line a kernel and signature; exits 1 if any fails to compile.
+Prints one line a kernel and signature, with ptxas's registers, stack frame and spills for sm_90
+(what bounds its occupancy); exits 1 if any fails to compile.
 """
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -74,6 +76,24 @@ def record_launches() -> list:
     return [list(k[:2]) + [list(k[2])] for k in seen]
 
 
+def ptxas_usage(ptx: str) -> str:
+    """ptxas -v's resource line for sm_90 (registers, stack frame, spills, shared memory), where
+    $PTXAS names the assembler (the nvcc wheel's bin/ptxas): what bounds a kernel's occupancy."""
+    ptxas = os.environ.get("PTXAS")
+    if not ptxas:
+        return ""
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as fh:
+        fh.write(re.sub(r"^\.version 9\.\d+", ".version 8.8", ptx, flags=re.M))   # the wheel's ptxas reads up to 8.8
+        fh.flush()
+        done = subprocess.run([ptxas, "-arch=sm_90", "-v", fh.name, "-o", os.devnull], capture_output=True, text=True)
+    if done.returncode:
+        return "\n        ptxas failed: " + " | ".join(done.stderr.strip().splitlines()[:3])[:300]
+    lines = [line.split("info    : ", 1)[-1].strip() for line in done.stderr.splitlines()
+             if "Used" in line or "stack frame" in line]
+    return "\n        " + "; ".join(lines)
+
+
 def compile_all(launches: list) -> int:
     """compile_ptx of each recorded launch for sm_90; the number that failed."""
     import importlib
@@ -96,7 +116,7 @@ def compile_all(launches: list) -> int:
         argtypes = tuple(parse(t) for t in sig)
         try:
             ptx, _ = cuda.compile_ptx(kernel.py_func, argtypes, cc=(9, 0))
-            print(f"ok      {name} ({len(ptx)} chars of PTX)")
+            print(f"ok      {name} ({len(ptx)} chars of PTX){ptxas_usage(ptx)}")
         except Exception as exc:   # report every kernel, then fail
             failed += 1
             print(f"FAILED  {name}: {type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}")
@@ -118,6 +138,7 @@ def main(argv):
     nvidia = os.path.join(wheels, "nvidia")
     env = {**base, "NUMBA_ENABLE_CUDASIM": "0", "CUDA_HOME": os.path.join(nvidia, "cuda_nvcc"),
            "PYTHONPATH": os.pathsep.join([wheels, base["PYTHONPATH"]]),
+           "PTXAS": os.path.join(nvidia, "cuda_nvcc", "bin", "ptxas"),
            "LD_LIBRARY_PATH": os.pathsep.join([os.path.join(nvidia, "cuda_nvrtc", "lib"),
                                                os.path.join(nvidia, "cuda_nvcc", "nvvm", "lib64")])}
     print(f"{len(json.loads(recorded))} kernel signatures launched in the simulator; compiling for sm_90")

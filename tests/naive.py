@@ -497,3 +497,17 @@ def naive_duplicates(records, libraries=None):
             if x != keep:
                 flagged.add((r.query_name, r.is_read1))
     return flagged
+
+
+def vote(hits, t, max_cand):
+    """Clusters of sorted hits: runs within t of their first hit, ranked by votes then key (the
+    median hit); the best max_cand as [(key, votes)], and the votes of the best left out (0 if none)."""
+    clusters, i = [], 0
+    while i < len(hits):
+        j = i + 1
+        while j < len(hits) and hits[j] - hits[i] <= t:
+            j += 1
+        clusters.append((hits[(i + j - 1) // 2], j - i))
+        i = j
+    clusters.sort(key=lambda c: (-c[1], c[0]))
+    return clusters[:max_cand], (clusters[max_cand][1] if len(clusters) > max_cand else 0)

@@ -21,19 +21,24 @@ from gpualign.mapper import StageTimes, map_batch, map_reads, mapped_batches
 from gpualign.options import MapParams
 from gpualign.reads import derived, encode_reads, finish_reads, subset
 
+import naive
 from helpers import simulate_reads
 
 P = MapParams(max_indels=3, max_candidates=4, max_hits=256)
 
 
-@pytest.mark.parametrize("budget", [dict(max_candidates=4, max_hits=256), dict(max_candidates=1, max_hits=12)])
+@pytest.mark.parametrize("budget", [dict(max_candidates=4, max_hits=256), dict(max_candidates=1, max_hits=12),
+                                    dict(max_candidates=2, max_hits=2000)])
 def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world, budget):
-    """Also with budgets so small that searches are incomplete and reads are re-seeded."""
+    """Also with budgets so small that searches are incomplete and reads are re-seeded, and so big that
+    the first seeding's hits go to global memory, not shared."""
     rng, genome, seqs, index = world
     batch, _ = simulate_reads(rng, seqs, 14, length=45, n_rate=0.01)
     monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
     monkeypatch.setattr(launch, "SCAN_THREADS", 4)   # the resident chain's scans in several chunks
     monkeypatch.setattr(launch, "SEED_BLOCK_THREADS", 5)
+    monkeypatch.setattr(launch, "SEED_FIRST_THREADS", 4)
+    monkeypatch.setattr(launch, "SEED_FIRST_BLOCKS", 3)   # a block seeds several reads in turn
     p = MapParams(max_indels=3, min_score=15, **budget)  # short noisy reads
     results = [map_batch(batch, genome, index, p, cpu), map_batch(batch, genome, index, p, cuda)]
     halves = [map_batch(subset(batch, a, b), genome, index, p, cpu) for a, b in ((0, 5), (5, len(batch)))]
@@ -54,6 +59,7 @@ def test_batches_in_flight_on_streams_give_the_cpu_records_in_order(monkeypatch,
     monkeypatch.setattr(cuda, "BATCHES_IN_FLIGHT", 3)
     monkeypatch.setattr(resident, "RESEED_BLOCKS", 2)   # a block re-seeds several reads
     monkeypatch.setattr(launch, "SEED_BLOCK_THREADS", 3)
+    monkeypatch.setattr(launch, "SEED_FIRST_THREADS", 2)
     monkeypatch.setattr(launch, "SCAN_THREADS", 8)
     p = MapParams(max_indels=3, min_score=15, max_candidates=2, max_hits=24, batch_size=6)
     records = {}
@@ -80,7 +86,7 @@ def test_a_trace_puts_every_kernel_launch_on_the_gpu_timeline(monkeypatch, world
     map_reads(genome, index, batch, str(tmp_path / "out.bam"), P, backend_name="cuda", threads=2, log=lambda msg: None)
     gpu = [line.split("\t")[1] for line in path.read_text().splitlines() if line.startswith("GPU\t")]
     assert len(gpu) == sum(launches) > 0
-    assert {"GPU exact_kernel", "GPU seed_kernel", "GPU pairs_kernel", "GPU open_pairs_kernel",
+    assert {"GPU exact_kernel", "GPU seed_shared_kernel", "GPU pairs_kernel", "GPU open_pairs_kernel",
             "GPU close_pairs_kernel", "GPU choose_kernel"} <= set(gpu)
 
 
@@ -160,10 +166,12 @@ def test_the_resident_chains_pairs_are_candidate_pairs(rng, threads, multi_exact
 
 
 @pytest.mark.parametrize("threads", [1, 3, 8])
-def test_the_block_seeding_kernel_gives_find_candidates_results(rng, world, threads):
-    """resident_kernels._seed_block_kernel (a block a read: seeds ranked by the block's threads, bins
-    copied and runs merged by all of them, thread 0 votes) against seed.find_candidates on the host:
-    repeat reads, N, reads shorter than k, budgets that bind or not, more reads than blocks."""
+@pytest.mark.parametrize("kernel", ["_seed_block_kernel", "_seed_shared_kernel"])
+def test_the_block_seeding_kernels_give_find_candidates_results(rng, world, threads, kernel):
+    """resident_kernels' block seeding kernels (a block a read: seeds ranked by the block's threads,
+    bins copied, runs merged and clusters voted by all of them; their hits in global or in shared
+    memory) against seed.find_candidates on the host: repeat reads, N, reads shorter than k, budgets
+    that bind or not, more reads than blocks."""
     from gpualign import seed
     _, genome, seqs, index = world
     batch, (names, reads, quals) = simulate_reads(rng, seqs, 12, length=int(rng.integers(20, 70)), sub=0.05,
@@ -196,10 +204,10 @@ def test_the_block_seeding_kernel_gives_find_candidates_results(rng, world, thre
                for f in ("ncand", "keys", "votes", "dropped", "kept", "per_read")}
         unseen = numba_cuda.to_device(np.full(n, -7, np.int64))
         blocks = 4
-        hits = numba_cuda.to_device(np.zeros(blocks * 2 * hmax, np.int64))
-        resident_kernels._seed_block_kernel[blocks, threads](
+        hits = (numba_cuda.to_device(np.zeros(blocks * 2 * hmax, np.int64)),) if kernel == "_seed_block_kernel" else ()
+        getattr(resident_kernels, kernel)[blocks, threads](
             numba_cuda.to_device(picked), numba_cuda.to_device(np.array([len(picked)], np.int64)),
-            batch.codes, batch.rc_codes, batch.read_off, 8, index.offsets, index.positions, max_occ, 3, hits, hmax,
+            batch.codes, batch.rc_codes, batch.read_off, 8, index.offsets, index.positions, max_occ, 3, *hits, hmax,
             mcand, stride, 1, 5, numba_cuda.to_device(counts), 4, out["ncand"], out["keys"], out["votes"],
             out["dropped"], unseen, out["kept"], out["per_read"], numba_cuda.to_device(np.zeros(1, np.int64)),
             numba_cuda.to_device(np.zeros(1, np.int64)))
@@ -218,6 +226,39 @@ def test_the_block_seeding_kernel_gives_find_candidates_results(rng, world, thre
         unpicked = np.setdiff1d(np.arange(n), picked)
         assert (got["ncand"][unpicked] == -7).all()
     assert seen_dropped and seen_many   # not a vacuous comparison: loci left out, several candidates kept
+
+
+@pytest.mark.parametrize("threads", [1, 4, 32])
+def test_the_block_vote_gives_the_clusters_of_a_serial_walk(rng, threads):
+    """seed_block.vote_block (segments between gaps over t cut into clusters by threads of their own,
+    the best taken a round by a block-wide maximum) against naive.vote, a serial walk, on fresh random
+    sorted hits: dense stretches that split into several clusters, equal hits, ties of votes, more or
+    fewer clusters than kept, none at all."""
+    from gpualign.backends import seed_block as sb
+
+    @numba_cuda.jit
+    def vote(a, at, nh, t, fo, cand_keys, cand_votes, max_cand, dropped, ncand):
+        best = numba_cuda.shared.array(sb.MAX_VOTE_THREADS, dtype=np.int64)
+        nc = sb.vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, 0, max_cand, dropped, 0)
+        ncand[numba_cuda.threadIdx.x] = nc
+
+    for _ in range(12):
+        nh = int(rng.integers(0, 60))
+        t = int(rng.integers(0, 6))
+        gaps = np.where(rng.random(nh) < 0.5, rng.integers(0, t + 2, nh), rng.integers(t + 1, 40, nh))
+        hits = np.cumsum(gaps).astype(np.int64) + 1000
+        max_cand = int(rng.integers(0, 6))
+        at, fo = (0, 64) if rng.random() < 0.5 else (64, 0)   # sorted run in either half, as sort_runs_block leaves it
+        a = np.full(128, -9, np.int64)
+        a[at:at + nh] = hits
+        keys, votes = np.full(max(max_cand, 1), -7, np.int64), np.zeros(max(max_cand, 1), np.int64)
+        dropped, ncand = np.full(1, -7, np.int64), np.full(threads, -7, np.int64)
+        vote[1, threads](a, at, nh, t, fo, keys, votes, max_cand, dropped, ncand)
+        want, want_dropped = naive.vote(hits.tolist(), t, max_cand)
+        assert (ncand == len(want)).all(), (nh, t, max_cand)
+        assert list(zip(keys[:len(want)].tolist(), votes[:len(want)].tolist())) == want
+        assert dropped[0] == want_dropped
+        assert a[at:at + nh].tolist() == hits.tolist()   # the sorted hits are left as they were
 
 
 def test_batches_keep_mapping_while_the_caller_is_busy(monkeypatch, world):

@@ -4,7 +4,13 @@
 THREADS_PER_BLOCK = 128
 RESCUE_THREADS = 32       # threads sharing one mate rescue's rows (cuda_kernels._rescue_block_kernel; at most 32)
 RESCUE_MAX_ROWS = 64      # rows of one thread's stripe there: reads up to RESCUE_THREADS times that
-SEED_BLOCK_THREADS = 64   # threads sharing one read's seeding (resident_kernels._seed_block_kernel)
+SEED_BLOCK_THREADS = 64   # threads sharing one read's seeding (resident_kernels._seed_block_kernel; <= 256)
+# The first seeding of every inexact read: a block of SEED_FIRST_THREADS (<= 256) threads a read, at most
+# SEED_FIRST_BLOCKS blocks, the read's hits in the block's shared memory where max_hits <= SHARED_MAX_HITS
+# (resident_kernels._seed_shared_kernel; a compile-time size: never patch it), else in global memory.
+SEED_FIRST_THREADS = 32
+SEED_FIRST_BLOCKS = 4096
+SHARED_MAX_HITS = 1024
 SCAN_THREADS = 1024   # the one block of an exclusive scan (at most 1024: its shared array)
 # Extension DPs (cuda_kernels._close_pairs_kernel): bands of t <= NARROW_T keep a thread's six band rows in shared
 # memory, CLOSE_THREADS threads a block (the shared rows are sized for that many: patch it smaller only), at most

@@ -4,9 +4,9 @@ placement and CIGAR come back. Paired batches take the same chain up to each rea
 (candidates_and_choice) and come back for the pairing, which runs on the host (pairing.py).
 
 The stages are mapper.map_batch's, on the same per-read functions (seed.py, choose.py, extend.py as
-device functions): exact match; seeding of the reads without two exact hits; re-seeding, at wider
-budgets, of those whose search left out a well supported locus (few reads, thousands of hits each: a
-block of threads a read, seed_block.py); each read's candidate pairs (counted, an exclusive scan for
+device functions): exact match; seeding of the reads without two exact hits (a block of threads a
+read, seed_block.py, its hits in shared memory); re-seeding, at wider budgets, of those whose search
+left out a well supported locus (few reads, thousands of hits each, in global memory); each read's candidate pairs (counted, an exclusive scan for
 where they start, written); extension (the pairs the ungapped test leaves open listed apart, so
 that their DPs run in warps of their own); loci and choice; traceback.
 Reads (and open pairs) are picked for a stage by appending them to a list with an atomic counter. The list's order
@@ -23,14 +23,24 @@ from ..reads import word_offsets
 from . import cuda as cu
 from . import gpu, launch
 
-SEED_THREADS = 1 << 17   # threads of a seeding launch, each with its own scratch (seed.scratch_words(max_hits))
 RESEED_BLOCKS = 4096     # blocks of a re-seeding launch, each with its own scratch: about what the GPU holds at once
 K = gpu.Kernels("resident_kernels")   # the kernels (resident_kernels.py), as gpu.py hands them out
 
 
-def _grid_threads(n):
-    """Threads a launch for n items runs (whole blocks): what per-thread scratch must cover."""
-    return launch.blocks_for(n) * launch.THREADS_PER_BLOCK
+def _first_in_shared(p):
+    """Whether the first seeding's hits fit a block's shared memory (_seed_shared_kernel), or go to
+    global memory (_seed_block_kernel)."""
+    return p.max_hits <= launch.SHARED_MAX_HITS
+
+
+def _hit_words(n, p):
+    """int64 words (at least 1) of the seeding's hit scratch in global memory for a batch of n reads:
+    a block's 2 * budget, for the first seeding where its budget is too big for shared memory and for
+    the re-seeding (at its wider budget)."""
+    tn = p.tuning
+    first = 0 if _first_in_shared(p) else min(n, launch.SEED_FIRST_BLOCKS) * 2 * p.max_hits
+    again = min(n, RESEED_BLOCKS) * 2 * p.max_hits * tn.reseed_hits if tn.reseed_hits > 0 else 0
+    return max(first, again, 1)
 
 
 def _batch_on_device(reads):
@@ -72,17 +82,22 @@ def _chain(reads, genome, index, p, single_end):
 
     d["candidate keys"] = cu._empty("candidate keys", n * stride, np.int64)
     d["votes"] = cu._empty("votes", n * stride, np.int64)
-    first, again = min(n, SEED_THREADS), min(n, RESEED_BLOCKS)
-    hits = cu._empty("hits", max(_grid_threads(first) * seed.scratch_words(p.max_hits),
-                                 again * 2 * p.max_hits * tn.reseed_hits if widen else 0), np.int64)
+    hits = cu._empty("hits", _hit_words(n, p), np.int64)
     redo = cu._empty("redo", n if widen else 1, np.int64)
     seeding = (p.match, seed.edit_cost(p), d["counts"], tn.vote_fraction, d["ncand"], d["candidate keys"], d["votes"],
                d["dropped"], d["unseen"], d["kept"], d["per read"])
-    cu._launch(K._seed_kernel, first, d["picked"], npicked, codes, rc_codes, read_off, reads.k, *idx, index.max_occ,
-               t, hits, p.max_hits, p.max_candidates, stride, *seeding, redo, nredo)
+    blocks = min(n, launch.SEED_FIRST_BLOCKS)   # a block a read, the block's hits in shared memory where they fit
+    if _first_in_shared(p):
+        cu._launch_blocks(K._seed_shared_kernel, blocks, launch.SEED_FIRST_THREADS, d["picked"], npicked, codes,
+                          rc_codes, read_off, reads.k, *idx, index.max_occ, t, p.max_hits, p.max_candidates, stride,
+                          *seeding, redo, nredo)
+    else:
+        cu._launch_blocks(K._seed_block_kernel, blocks, launch.SEED_FIRST_THREADS, d["picked"], npicked, codes,
+                          rc_codes, read_off, reads.k, *idx, index.max_occ, t, hits, p.max_hits, p.max_candidates,
+                          stride, *seeding, redo, nredo)
     if widen:   # seed.reseed_incomplete's wider budgets, for the reads whose search was incomplete: few reads
         # with thousands of hits each, a block a read
-        cu._launch_blocks(K._seed_block_kernel, again, launch.SEED_BLOCK_THREADS, redo, nredo, codes, rc_codes,
+        cu._launch_blocks(K._seed_block_kernel, min(n, RESEED_BLOCKS), launch.SEED_BLOCK_THREADS, redo, nredo, codes, rc_codes,
                           read_off, reads.k, *idx, index.max_occ * tn.reseed_occ, t, hits,
                           p.max_hits * tn.reseed_hits, stride, stride, *seeding, cu._empty("no list", 1, np.int64),
                           nredo)
@@ -170,15 +185,13 @@ def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
     bound = n * max(stride + 1, p.max_exact)
     words = n * -(-maxlen // 16)
     traced = n if single_end else 1
-    first, again = min(n, SEED_THREADS), min(n, RESEED_BLOCKS)
     slots = {"batch integers": 8 * (3 * n + 5), "codes": n * maxlen, "rc_codes": n * maxlen,
              "packed": 4 * words, "rc_packed": 4 * words, "hbin": 8 * n, "rc_hbin": 8 * n,
              "unseen": 8 * n, "exact keys": 8 * n * p.max_exact, "candidate keys": 8 * n * stride,
              "votes": 8 * n * stride, "redo": 8 * (n if widen else 1), "pair start": 8 * (n + 1),
              "pair read": 8 * bound, "pair key": 8 * bound, "extension": 8 * extend.EXT_COLUMNS * bound,
              "open pairs": 8 * bound, "no traceback": 1, "loci keep": bound,
-             "hits": 8 * max(_grid_threads(first) * seed.scratch_words(p.max_hits),
-                             again * 2 * p.max_hits * tn.reseed_hits if widen else 0)}
+             "hits": 8 * _hit_words(n, p)}
     slots |= {f: 8 * n for f in ("counts", "ncand", "dropped", "kept", "per read", "picked")}
     slots |= {f"loci {f}": 8 * bound for f in ("eff", "raw", "loc", "end", "span")}
     slots |= {f"choice {f}": 8 * n for f in CHOICE}

@@ -13,15 +13,16 @@ from numba import cuda
 from ..extend import NEG, TR_NOPS
 from . import cuda_kernels as ck
 from . import seed_block as sb
-from .seed_block import MAX_RUNS, MAX_SEEDS
-from .cuda_kernels import MAX_W, d_derive_read, d_exact_hits, d_find_candidates, d_scratch_words, d_trace_pair
+from .launch import SHARED_MAX_HITS
+from .seed_block import MAX_RUNS, MAX_SEEDS, MAX_VOTE_THREADS
+from .cuda_kernels import MAX_W, d_derive_read, d_exact_hits, d_trace_pair
 
 d_kept_candidates = ck._dev["kept_candidates"]
 d_unseen_score = ck._dev["unseen_score"]
 d_locus_scores = ck._dev["locus_scores"]
 d_choose_one = ck._dev["choose_one"]
 d_place_exact_copy = ck._dev["place_exact_copy"]
-d_vote_clusters = ck._dev["vote_clusters"]
+SHARED_HIT_WORDS = 2 * SHARED_MAX_HITS   # a shared array's size must be a constant at compile time
 
 
 @cuda.jit(cache=True)
@@ -62,41 +63,23 @@ def d_seeded(r, n, k, match, cost, nc, counts, vote_fraction, cand_votes, row, d
     per_read[r] = kept[r] + (1 if counts[r] == 1 else 0)
 
 
-@cuda.jit(cache=True)
-def _seed_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax, mcand,
-                 stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, unseen, kept,
-                 per_read, redo, nredo):
-    """find_candidates for the picked reads, a thread's reads in turn with its own hit scratch, read
-    r's candidates at row r (`stride` slots a row, the first mcand used); then whether its search
-    left out a well supported locus (d_seeded; appended to `redo` where one is given) and how many
-    candidate pairs it has (seed.candidate_pairs)."""
-    tid = cuda.grid(1)
-    for i in range(tid, npicked[0], cuda.gridsize(1)):
-        r = picked[i]
-        row = r * stride
-        for c in range(mcand):   # unused vote slots read as 0 (unseen_score looks at the first)
-            cand_votes[row + c] = 0
-        nc = d_find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
-                               idx_off, idx_pos, max_occ, t, hits, tid * d_scratch_words(hmax), hmax,
-                               cand_keys, cand_votes, row, mcand, dropped, r)
-        ncand[r] = nc
-        d_seeded(r, read_off[r + 1] - read_off[r], k, match, cost, nc, counts, vote_fraction, cand_votes, row,
-                 dropped, unseen, kept, per_read, redo, nredo)
-
-
-@cuda.jit(cache=True)
-def _seed_block_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax,
-                       mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
-                       unseen, kept, per_read, redo, nredo):
-    """_seed_kernel's results, a block a read (seed_block.py): the block's threads collect and sort
-    the read's hits in the block's scratch, thread 0 votes them into candidates."""
+@cuda.jit(device=True)
+def seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax,
+                        mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
+                        unseen, kept, per_read, redo, nredo):
+    """seed.find_candidates for the picked reads, a block a read (seed_block.py): the block's threads
+    collect, sort and vote the read's hits into candidates in hits[hoff:hoff + 2 * hmax], read r's at
+    row r (`stride` slots a row, the first mcand used); then whether its search left out a well
+    supported locus (d_seeded; appended to `redo` where one is given) and how many candidate pairs it
+    has (seed.candidate_pairs)."""
     kms = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
     cnts = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
     offs = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+    order = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
     runs = cuda.shared.array(MAX_RUNS, dtype=numba.int32)
     tally = cuda.shared.array(2, dtype=numba.int64)
+    best = cuda.shared.array(MAX_VOTE_THREADS, dtype=numba.int64)
     tid = cuda.threadIdx.x
-    hoff = cuda.blockIdx.x * 2 * hmax
     for i in range(cuda.blockIdx.x, npicked[0], cuda.gridDim.x):
         r = picked[i]
         qoff = read_off[r]
@@ -109,17 +92,41 @@ def _seed_block_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, i
             cand_votes[row + c] = 0
         cuda.syncthreads()
         sb.collect_block(codes, qoff, n, k, 0, idx_off, idx_pos, max_occ, hits, hoff, hmax // 2, kms, cnts, offs,
-                         runs, tally)
+                         order, runs, tally)
         sb.collect_block(rc_codes, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff, hmax - tally[0], kms, cnts,
-                         offs, runs, tally)
+                         offs, order, runs, tally)
         nh = tally[0]
         at = sb.sort_runs_block(hits, hoff, nh, hoff + hmax, runs, tally[1])
+        nc = sb.vote_block(hits, at, nh, t, hoff + hmax if at == hoff else hoff, best, cand_keys, cand_votes, row,
+                           mcand, dropped, r)
         if tid == 0:
-            nc = d_vote_clusters(hits, at, nh, t, cand_keys, cand_votes, row, mcand, dropped, r)
             ncand[r] = nc
             d_seeded(r, n, k, match, cost, nc, counts, vote_fraction, cand_votes, row, dropped, unseen, kept, per_read,
                      redo, nredo)
         cuda.syncthreads()   # the scratch and shared arrays are the next read's
+
+
+@cuda.jit(cache=True)
+def _seed_block_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax,
+                       mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
+                       unseen, kept, per_read, redo, nredo):
+    """seed_reads_by_block with each block's hit scratch in global memory (2 * hmax words a block): the
+    re-seeding's wide budgets, and a first seeding whose budget shared memory cannot hold."""
+    seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits,
+                        cuda.blockIdx.x * 2 * hmax, hmax, mcand, stride, match, cost, counts, vote_fraction, ncand,
+                        cand_keys, cand_votes, dropped, unseen, kept, per_read, redo, nredo)
+
+
+@cuda.jit(cache=True)
+def _seed_shared_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hmax, mcand,
+                        stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, unseen,
+                        kept, per_read, redo, nredo):
+    """seed_reads_by_block with the block's hit scratch in shared memory, for hmax <= SHARED_MAX_HITS
+    (the first seeding): the merges and the vote read shared memory instead of waiting on global."""
+    hits = cuda.shared.array(SHARED_HIT_WORDS, dtype=numba.int64)
+    seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, 0, hmax,
+                        mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
+                        unseen, kept, per_read, redo, nredo)
 
 
 @cuda.jit(cache=True)
