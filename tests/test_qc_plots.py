@@ -44,7 +44,7 @@ def bars(ax):
 def test_mapq_plot_shows_the_known_counts(figures):
     ax = figures["mapq"].axes[0]
     assert bars(ax) == [(0, 2), (17, 1), (60, 8)]
-    assert "11 mapped reads, 72.7% at MAPQ >= 20" in figures["mapq"].get_suptitle()
+    assert "11 mapped reads, duplicates left out, 72.7% at MAPQ >= 20" in figures["mapq"].get_suptitle()
 
 
 def test_error_plot_shows_each_error_at_its_cycle(figures):

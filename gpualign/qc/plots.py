@@ -39,9 +39,10 @@ def mapq_figure(mapq: np.ndarray, counts: np.ndarray, sample: str) -> Figure:
     total = int(counts.sum())
     confident = int(counts[mapq >= 20].sum())
     share = f", {100 * confident / total:.1f}% at MAPQ >= 20" if total else ""
-    fig, ax = new_figure(f"{sample}: MAPQ of {total:,} mapped reads{share}")
+    fig, ax = new_figure(f"{sample}: MAPQ of {total:,} mapped reads, duplicates left out{share}")
     ax.bar(mapq, counts, width=1.0, color=COLOURS["main"])
     ax.set_yscale("log")   # typically most reads at 60 and a few at each other value
+    ax.set_ylim(bottom=0.5)   # a single read still shows as a bar
     ax.set_xlabel("MAPQ")
     ax.set_ylabel("reads (log scale)")
     ax.set_xlim(-1, max(int(mapq.max(initial=0)), 60) + 1)
