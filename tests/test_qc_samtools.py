@@ -101,7 +101,8 @@ def test_binned_depth_equals_the_reads_spans(known, tmp_path):
     for name, flag, contig, start, end in records:
         if not flag & 0x400:
             depth[contig][start:end] += 1
-    expected = [(c, s, s + 100, depth[c][s:s + 100].mean()) for c in ("chrA", "chrB") for s in range(0, len(depth[c]), 100)]
+    expected = [(c, s, s + 100, depth[c][s:s + 100].mean())
+                for c in ("chrA", "chrB") for s in range(0, len(depth[c]), 100)]
     got = binned_depth(bam, target=30)
     assert [(c, s, e) for c, s, e, _ in got] == [(c, s, e) for c, s, e, _ in expected]
     assert [d for *_, d in got] == pytest.approx([d for *_, d in expected])

@@ -158,10 +158,10 @@ def mqc_table(sample: str, summary: dict) -> str:
     """The sample's row as MultiQC custom content (a file named *_mqc.tsv): MultiQC puts the rows of
     every sample's file with this id into one table, "gpualign map"."""
     row = table_row(summary)
-    headers = [(key, title, desc, fmt) for key, title, desc, fmt in COLUMNS]
-    headers += [(stage_column(stage), f"{stage} (s)",
-                 f"seconds in stage '{stage}', summed over the threads that ran it", "{:,.2f}")
-                for stage in summary["stage_seconds"]]
+    stages = [(stage_column(stage), f"{stage} (s)",
+               f"seconds in stage '{stage}', summed over the threads that ran it", "{:,.2f}")
+              for stage in summary["stage_seconds"]]
+    headers = list(COLUMNS) + stages
     lines = [f"# id: '{TABLE_ID}'",
              "# section_name: 'gpualign map'",
              "# description: 'what gpualign map did: throughput, seconds per stage and its insert-size estimates'",
@@ -171,7 +171,8 @@ def mqc_table(sample: str, summary: dict) -> str:
              "#     title: 'gpualign map'",
              "# headers:"]
     for key, title, desc, fmt in headers:
-        lines += [f"#     {key}:", f"#         title: {json.dumps(title)}", f"#         description: {json.dumps(desc)}"]
+        lines += [f"#     {key}:", f"#         title: {json.dumps(title)}",
+                  f"#         description: {json.dumps(desc)}"]
         if fmt:
             lines.append(f"#         format: '{fmt}'")
         if key.startswith("stage_"):

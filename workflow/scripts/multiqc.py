@@ -16,7 +16,8 @@ NAMES = ("multiqc_report.html", "multiqc_data")   # what MultiQC writes into its
 out = snakemake.output
 if os.path.dirname(out.data) != os.path.dirname(out.report) or (os.path.basename(out.report),
                                                                 os.path.basename(out.data)) != NAMES:
-    raise ValueError(f"multiqc: outputs must be MultiQC's own names in one folder, {NAMES}: got {out.report}, {out.data}")
+    raise ValueError(f"multiqc: outputs must be MultiQC's own names in one folder, {NAMES}: "
+                     f"got {out.report}, {out.data}")
 with job_errors(snakemake.rule, log, out.report):
     multiqc = shutil.which("multiqc")
     if multiqc is None:
