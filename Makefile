@@ -1,5 +1,6 @@
 # Two commands for a fresh machine:
 #   make demo   set up a virtual environment, compile the kernels, run the workflow on the bundled demo data
+#               and write its report (report.html)
 #   make test   set up the same environment and run the tests
 PYTHON ?= python3
 VENV ?= .venv
@@ -20,6 +21,7 @@ setup: $(VENV)/.installed
 demo: setup
 	$(VENV)/bin/gpualign compile
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH snakemake --cores $(CORES) --resources gpu=1
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH snakemake --report report.html
 
 test: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH python -m pytest -q

@@ -7,8 +7,8 @@
 # automatically through the top-level link profiles -> workflow/profiles, where Snakemake looks.
 #
 # Stages, one rule file each: reference (download, mask, pack) -> index -> align (reads encoded,
-# mapped and written as a sorted, indexed BAM, streamed in one job) -> report (stats).
-# See workflow/rules/*.smk.
+# mapped and written as a sorted, indexed BAM, streamed in one job) -> report (stats, plots).
+# See workflow/rules/*.smk. After a run, `snakemake --report report.html` writes the report.
 
 from snakemake.utils import min_version
 
@@ -16,6 +16,9 @@ min_version("9.0")
 
 
 configfile: "config.yaml"
+
+
+report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"

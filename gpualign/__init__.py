@@ -5,8 +5,9 @@ encode (layouts shared by all) ; reference (read and mask FASTA) -> genome (2-bi
 bins) ; fastq (parse) -> reads (batch container) -> batches (batches, insert-size blocks) -> seed (exact
 match, seeds, candidates) -> extend (banded NW/SW, traceback) -> choose (placement, MAPQ) -> pairing
 (insert sizes, rescue, fragments), each stage run by backends/ (cpu, cuda) -> mapper (orchestration)
--> bam/ (records, BGZF, sorted writer, .bai, stats), sam (flags, header) -> cli. options holds every
-option and constant; workflow/ the helpers the Snakemake rules call.
+-> bam/ (records, BGZF, sorted writer, .bai, stats), sam (flags, header) -> cli; qc/ (a finished BAM's
+QC files and the report's plots). options holds every option and constant; workflow/ the helpers the
+Snakemake rules call.
 """
 
 __version__ = "0.1.0"

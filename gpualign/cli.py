@@ -82,6 +82,9 @@ def get_argument_parser() -> argparse.ArgumentParser:
                          "the best base qualities kept; nothing removed [off]")
     io.add_argument("--markdup-metrics", metavar="FILE",
                     help="with --markdup: the duplicate counts in Picard's DuplicationMetrics layout (MultiQC reads it)")
+    io.add_argument("--summary", metavar="FILE",
+                    help="what the run did, as JSON: reads, mapped, seconds, seconds per stage, the insert-size "
+                         "estimates (paired) and duplicate counts (--markdup); the workflow's report plots it")
     run = mp.add_argument_group("resources")
     run.add_argument("--backend", choices=["auto", "cuda", "cpu"], default="auto",
                      help="where kernels run [auto: cuda if a GPU is usable]")
@@ -188,6 +191,7 @@ def open_reads(args, k: int, batch_size: int, threads: int, block: int):
 def run_map(args, log, argv, tuning: Tuning):
     from .cram import check_reference
     from .output import plan_file, plan_output, writing, written
+    from .qc.map_summary import write_summary
     from .sam import parse_read_group
     read_paths = check_read_inputs(args)
     params = MapParams(**{n: getattr(args, n) for n in MapParams.names()}, tuning=tuning).check()
@@ -208,6 +212,9 @@ def run_map(args, log, argv, tuning: Tuning):
                if args.markdup_metrics else (None, False))
     if metrics[0] is not None and metrics[0] in (out.path, out.index_path):
         raise InputError(f"--markdup-metrics {args.markdup_metrics}: is the output or its index")
+    summary = (plan_file(args.summary, read_paths + files + beside, "--summary") if args.summary else (None, False))
+    if summary[0] is not None and summary[0] in (out.path, out.index_path, metrics[0]):
+        raise InputError(f"--summary {args.summary}: is the output, its index or the metrics file")
 
     if args.backend != "cpu" and not os.environ.get("NUMBA_ENABLE_CUDASIM"):
         from . import cuda_driver as driver
@@ -225,12 +232,15 @@ def run_map(args, log, argv, tuning: Tuning):
         index = load_index(args.prefix + INDEX_SUFFIX)
     reads = open_reads(args, index.k, params.batch_size, args.threads, tuning.insert_block)
     log(f"writing {out.describe()}")
-    with writing(out) as (path, index_path), written(*metrics) as metrics_path:
-        map_reads(genome, index, reads, path, params, backend_name=args.backend, threads=args.threads,
-                  read_group=read_group, command_line="gpualign " + shlex.join(argv), log=log, fmt=out.fmt,
-                  compression_level=args.compression_level, sort=out.sort, index_path=index_path,
-                  paired=bool(args.mates or args.interleaved), reference_fasta=fasta, markdup=args.markdup,
-                  metrics_path=metrics_path, output_name=out.given)
+    with (writing(out) as (path, index_path), written(*metrics) as metrics_path,
+          written(*summary) as summary_path):
+        done = map_reads(genome, index, reads, path, params, backend_name=args.backend, threads=args.threads,
+                         read_group=read_group, command_line="gpualign " + shlex.join(argv), log=log, fmt=out.fmt,
+                         compression_level=args.compression_level, sort=out.sort, index_path=index_path,
+                         paired=bool(args.mates or args.interleaved), reference_fasta=fasta, markdup=args.markdup,
+                         metrics_path=metrics_path, output_name=out.given)
+        if summary_path:
+            write_summary(summary_path, done)
     return 0
 
 

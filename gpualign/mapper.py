@@ -236,7 +236,7 @@ class Progress:
         self.log, self.backend_name, self.every = log, backend_name, every
         self.start = self.last = time.perf_counter()
         self.reads = self.mapped = self.proper = 0
-        self.estimates = 0
+        self.inserts = []   # pairing.insert_estimates' rows, one per block of fragments
 
     def update(self, n, mapped):
         self.reads += n
@@ -250,12 +250,12 @@ class Progress:
         """Count proper pairs; log the first insert-size estimates (one per block of fragments)."""
         self.proper += int(np.count_nonzero(res.proper))
         for valid, mean, sd, low, high, count in res.inserts:
-            if self.estimates < 3:
+            if len(self.inserts) < 3:
                 log(f"insert size: mean {mean:.1f}, sd {sd:.1f}, proper pairs {low:.0f}-{high:.0f} bp, "
                     f"from {count:.0f} confidently placed fragments" if valid else
                     f"insert size: too few confidently placed fragments ({count:.0f}) to estimate; "
                     "no proper pairs in this block")
-            self.estimates += 1
+            self.inserts.append((valid, mean, sd, low, high, count))
 
     def rate(self, now=None):
         return self.reads / max((now or time.perf_counter()) - self.start, 1e-9)
@@ -369,4 +369,18 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
             f"{m['READ_PAIR_DUPLICATES']} of {m['READ_PAIRS_EXAMINED']} pairs ({100 * m['PERCENT_DUPLICATION']:.2f}%)")
     log(f"done: {progress.reads} reads, {progress.mapped} mapped, {elapsed:.1f} s, "
         f"{progress.reads / max(elapsed, 1e-9):.0f} reads/s, backend {backend.NAME}")
-    return {"reads": progress.reads, "mapped": progress.mapped, "seconds": elapsed, "backend": backend.NAME}
+    return run_summary(progress, elapsed, backend.NAME, times, paired, out.dup_metrics if markdup else None)
+
+
+def run_summary(progress: Progress, elapsed: float, backend: str, times: StageTimes, paired: bool, dup_metrics):
+    """What map_reads returns, and `gpualign map --summary` writes (qc/map_summary.py): counts, wall
+    seconds of the mapping (start-up excluded), seconds per stage summed over threads, the insert-size
+    estimate of each block of fragments (paired), and the duplicate counts of each library (markdup)."""
+    return {
+        "reads": progress.reads, "mapped": progress.mapped, "seconds": elapsed, "backend": backend,
+        "paired": paired, "proper": progress.proper, "stage_seconds": dict(times.seconds),
+        "insert_sizes": [{"valid": bool(valid), "mean": float(mean), "sd": float(sd), "low": float(low),
+                          "high": float(high), "fragments": int(count)}
+                         for valid, mean, sd, low, high, count in progress.inserts],
+        "duplicates": dup_metrics,
+    }

@@ -192,3 +192,74 @@ def coordinate_keys(segments):
     without a contig last (ties keep input order in a stable sort)."""
     return np.array([(s.reference_id << 33) | (s.reference_start << 1) | int(s.is_reverse)
                      if s.reference_id >= 0 else np.iinfo(np.int64).max for s in segments], dtype=np.int64)
+
+
+# ---- a BAM of known content, for the QC tests (tests/test_qc_*.py) --------------------------------
+
+QC_READ_LENGTH = 20
+
+
+def write_known_bam(folder, rng):
+    """A sorted, indexed BAM of 20 bp reads whose statistics are known, and its reference FASTA (+ .fai).
+
+    Reads (all 20 bases, quality 30): on chrA, f1 at 100 with a mismatch at its 4th base, r1 at 300 on
+    the reverse strand with a mismatch at its first base in the record (the last one sequenced: cycle
+    20), i1 at 500 with a 1-base insertion after 5 bases (cycle 6), d1 at 700 with a 1-base deletion
+    after 5 (cycle 5), dup at 100 (flag 0x400), and two FR pairs at 1000 and 1500 with inserts of 250
+    and 300; on chrB, two reads of MAPQ 0 and one of MAPQ 17; and an unmapped read. Every other read
+    has MAPQ 60 and matches the reference. Returns (bam, fasta, records): records as (name, flag,
+    contig, start, end) of the mapped reads.
+    """
+    import pysam
+    ref = {"chrA": "".join(rng.choice(list("ACGT"), size=2000)), "chrB": "".join(rng.choice(list("ACGT"), size=1000))}
+    fasta = str(folder / "known.fa")
+    with open(fasta, "w") as fh:
+        for name, seq in ref.items():
+            fh.write(f">{name}\n{seq}\n")
+    pysam.faidx(fasta)
+    header = pysam.AlignmentHeader.from_dict({
+        "HD": {"VN": "1.6", "SO": "unsorted"}, "SQ": [{"SN": n, "LN": len(s)} for n, s in ref.items()]})
+    n = QC_READ_LENGTH
+
+    def changed(seq, i):   # another base at i
+        return seq[:i] + "ACGT"[("ACGT".index(seq[i]) + 1) % 4] + seq[i + 1:]
+
+    def record(name, contig, pos, seq=None, cigar=((0, n),), flag=0, mapq=60, mate=None, tlen=0):
+        rec = pysam.AlignedSegment(header)
+        rec.query_name, rec.flag = name, flag
+        rec.query_sequence = seq or ref[contig][pos:pos + n]
+        rec.query_qualities = pysam.qualitystring_to_array("?" * n)
+        if flag & 4:
+            rec.reference_id, rec.reference_start, rec.mapping_quality = -1, -1, 0
+            return rec
+        rec.reference_id, rec.reference_start, rec.mapping_quality = header.get_tid(contig), pos, mapq
+        rec.cigartuples = list(cigar)
+        if mate is not None:
+            rec.next_reference_id, rec.next_reference_start, rec.template_length = rec.reference_id, mate, tlen
+        return rec
+
+    a = ref["chrA"]
+    records = [
+        record("f1", "chrA", 100, changed(a[100:100 + n], 3)),
+        record("r1", "chrA", 300, changed(a[300:300 + n], 0), flag=16),
+        record("i1", "chrA", 500, a[500:505] + "A" + a[505:519], ((0, 5), (1, 1), (0, 14))),
+        record("d1", "chrA", 700, a[700:705] + a[706:721], ((0, 5), (2, 1), (0, 15))),
+        record("dup", "chrA", 100, flag=0x400),
+        record("p1", "chrA", 1000, flag=99, mate=1230, tlen=250),
+        record("p1", "chrA", 1230, flag=147, mate=1000, tlen=-250),
+        record("p2", "chrA", 1500, flag=99, mate=1780, tlen=300),
+        record("p2", "chrA", 1780, flag=147, mate=1500, tlen=-300),
+        record("q0a", "chrB", 100, mapq=0),
+        record("q0b", "chrB", 200, mapq=0),
+        record("q17", "chrB", 300, mapq=17),
+        record("u1", "chrA", 0, flag=4),
+    ]
+    unsorted, bam = str(folder / "known.unsorted.bam"), str(folder / "known.bam")
+    with pysam.AlignmentFile(unsorted, "wb", header=header) as out:
+        for rec in records:
+            out.write(rec)
+    pysam.sort("-o", bam, unsorted)
+    pysam.index(bam)
+    mapped = [(r.query_name, r.flag, r.reference_name, r.reference_start, r.reference_end)
+              for r in records if not r.is_unmapped]
+    return bam, fasta, mapped

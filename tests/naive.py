@@ -511,3 +511,21 @@ def vote(hits, t, max_cand):
         i = j
     clusters.sort(key=lambda c: (-c[1], c[0]))
     return clusters[:max_cand], (clusters[max_cand][1] if len(clusters) > max_cand else 0)
+
+def naive_bam_summary(bam: str, mapq_cutoff: int = 20) -> dict:
+    """gpualign.bam.stats.summarize's counts, record by record in Python (what it did before
+    samtools' passes): records, primary (neither secondary nor supplementary), mapped primary,
+    their share in percent, and mapped primary records with MAPQ >= mapq_cutoff."""
+    import pysam
+    records = primary = mapped = confident = 0
+    with pysam.AlignmentFile(bam, "rb", check_sq=False) as fh:
+        for rec in fh.fetch(until_eof=True):
+            records += 1
+            if rec.is_secondary or rec.is_supplementary:
+                continue
+            primary += 1
+            if not rec.is_unmapped:
+                mapped += 1
+                confident += rec.mapping_quality >= mapq_cutoff
+    pct = round(100.0 * mapped / primary, 2) if primary else 0.0
+    return {"records": records, "primary": primary, "mapped": mapped, "mapped_pct": pct, "mapq_ge_20": confident}

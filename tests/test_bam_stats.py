@@ -6,6 +6,7 @@ import pysam
 import pytest
 
 from gpualign.bam.stats import SUMMARY_COLUMNS, summarize, write_stats
+from naive import naive_bam_summary
 
 CONTIGS = [("chrA", 1000), ("chrB", 500)]
 
@@ -61,6 +62,20 @@ def test_summarize_counts_primary_records(unsorted_bam):
     assert summarize(unsorted_bam) == {
         "records": 8, "primary": 7, "mapped": 6, "mapped_pct": 85.71, "mapq_ge_20": 4,
     }
+
+
+def test_summarize_equals_the_record_by_record_count(tmp_path, rng):
+    """samtools' passes (flagstat, view -c) count what a Python loop over the records counts, with
+    secondary, supplementary, duplicate, QC-failed and unmapped records of any MAPQ among them."""
+    header = pysam.AlignmentHeader.from_dict({"HD": {"VN": "1.6"}, "SQ": [{"SN": n, "LN": ln} for n, ln in CONTIGS]})
+    flags = [0, 16, 4, 0x100, 0x800, 0x400, 0x200, 0x400 | 16, 99, 147, 0x200 | 4]
+    path = str(tmp_path / "mixed.bam")
+    with pysam.AlignmentFile(path, "wb", header=header) as out:
+        for i in range(300):
+            flag = int(rng.choice(flags))
+            out.write(_record(header, f"r{i}", int(rng.integers(2)), int(rng.integers(400)),
+                              mapq=int(rng.integers(61)), flag=flag))
+    assert summarize(path) == naive_bam_summary(path)
 
 
 def test_write_stats(unsorted_bam, tmp_path):

@@ -57,7 +57,7 @@ def test_demo_through_slurm_equals_the_local_run(tmp_path, numba_cache, monkeypa
 
     # every job went through sbatch and completed there, align with its GPU request
     rules = ["download_reference", "mask_reference", "pack_reference", "index_reference", "align", "merge_units",
-             "stats"]
+             "stats", "map_summary", "plots"]
     assert len(finished) == len(rules), result.output[-3000:]
     assert {e["JobState"] for e in finished} == {"COMPLETED"}, finished
     jobs = {line.split()[0]: line.split()[1:] for line in queue.splitlines()}

@@ -101,7 +101,8 @@ def test_unit_bams_are_kept_and_one_unit_is_not_rewritten(units_run):
     workdir, _ = units_run
     units = workdir / "results" / "units"
     assert sorted(str(p.relative_to(units)) for p in units.rglob("*")) == [
-        "s1", "s1/L001.bam", "s1/L001.bam.bai", "s1/L002.bam", "s1/L002.bam.bai", "s2", "s2/1.bam", "s2/1.bam.bai"]
+        "s1", "s1/L001.bam", "s1/L001.bam.bai", "s1/L001.map.json", "s1/L002.bam", "s1/L002.bam.bai",
+        "s1/L002.map.json", "s2", "s2/1.bam", "s2/1.bam.bai", "s2/1.map.json"]
     for suffix in (".bam", ".bam.bai"):
         assert filecmp.cmp(units / "s2" / f"1{suffix}", workdir / "results" / "bam" / f"s2{suffix}", shallow=False)
     # the merged BAM holds the records of its units, in coordinate order
@@ -109,7 +110,8 @@ def test_unit_bams_are_kept_and_one_unit_is_not_rewritten(units_run):
     assert merged == sorted(bam_records(units / "s1" / "L001.bam") + bam_records(units / "s1" / "L002.bam"))
     logs = workdir / "logs"
     assert sorted(str(p.relative_to(logs)) for p in logs.glob("*/s[12]*.log")) == [
-        "align/s1.L001.log", "align/s1.L002.log", "align/s2.1.log", "merge_units/s1.log", "merge_units/s2.log",
+        "align/s1.L001.log", "align/s1.L002.log", "align/s2.1.log", "map_summary/s1.log", "map_summary/s2.log",
+        "merge_units/s1.log", "merge_units/s2.log", "plot_insert_sizes/s1.log", "plots/s1.log", "plots/s2.log",
         "stats/s1.log", "stats/s2.log"]
     assert "reads in proper pairs" in (logs / "align" / "s1.L002.log").read_text()
 
@@ -157,13 +159,17 @@ def unit_outputs(output: str) -> list[str]:
             if line.strip().startswith("output: results/units/")]
 
 
+# sample s1 once one of its units is aligned again: merged, its QC and plots (it has pairs: insert sizes)
+S1_AGAIN = {"align": 1, "merge_units": 1, "stats": 1, "map_summary": 1, "plots": 1, "plot_insert_sizes": 1, "all": 1}
+
+
 def test_added_unit_aligns_only_itself(copied, numba_cache):  # noqa: F811
     assert planned(copied, numba_cache)[0] == {}
     cut_fastq(DEMO_READS, copied / "reads" / "more.fq.gz", 300, 50)
     sheet = copied / "samples.tsv"
     sheet.write_text(sheet.read_text() + "s1\tL003\treads/more.fq.gz\t\t\t\t\n")
     jobs, output = planned(copied, numba_cache)
-    assert jobs == {"align": 1, "merge_units": 1, "stats": 1, "all": 1}
+    assert jobs == S1_AGAIN
     assert unit_outputs(output) == ["results/units/s1/L003.bam"]
 
 
@@ -171,7 +177,7 @@ def test_changed_read_group_reruns_its_unit_only(copied, numba_cache):  # noqa: 
     sheet = copied / "samples.tsv"
     sheet.write_text(sheet.read_text().replace("libA", "libC"))
     jobs, output = planned(copied, numba_cache)
-    assert jobs == {"align": 1, "merge_units": 1, "stats": 1, "all": 1}
+    assert jobs == S1_AGAIN
     assert unit_outputs(output) == ["results/units/s1/L001.bam"]
 
 
@@ -180,7 +186,8 @@ def test_units_in_chunks_give_the_same_bams(copied, numba_cache):  # noqa: F811
     same records as the unsplit run; then the units are merged as before."""
     before = {s: bam_records(copied / "results" / "bam" / f"{s}.bam") for s in ("s1", "s2")}
     jobs, _ = planned(copied, numba_cache, "--config", "align={chunks: 2}")
-    assert jobs == {"split_reads": 3, "align": 6, "merge_chunks": 3, "merge_units": 2, "stats": 2, "all": 1}
+    assert jobs == {"split_reads": 3, "align": 6, "merge_chunks": 3, "merge_units": 2, "stats": 2, "map_summary": 2,
+                    "plots": 2, "plot_insert_sizes": 1, "all": 1}
     run_snakemake(copied, "--cores", "2", "--config", "align={chunks: 2}", numba_cache=numba_cache)
     for sample, records in before.items():
         assert bam_records(copied / "results" / "bam" / f"{sample}.bam") == records

@@ -10,6 +10,7 @@ the workflow and the package, never in the repository.
 import gzip
 import hashlib
 import http.server
+import json
 import os
 import shutil
 import subprocess
@@ -134,7 +135,7 @@ def test_demo_runs_one_align_job_per_unit_without_split_or_merge(demo_run):
     """align.chunks = 1: align reads the unit's FASTQ and writes the unit's BAM itself."""
     assert planned_jobs(demo_run.output) == {"download_reference": 1, "mask_reference": 1, "pack_reference": 1,
                                              "index_reference": 1, "align": 1, "merge_units": 1, "stats": 1,
-                                             "all": 1}
+                                             "map_summary": 1, "plots": 1, "all": 1}
 
 
 def test_demo_bam_is_sorted_indexed_and_complete(demo_run):
@@ -173,6 +174,33 @@ def test_demo_stats(demo_run):
     assert (stats / "demo.idxstats.txt").read_text().startswith("gi|9626243|ref|NC_001416.1|\t48502\t")
     samtools_stats = (stats / "demo.samtools_stats.txt").read_text()
     assert f"SN\traw total sequences:\t{n}\t" in samtools_stats
+    assert "\nMPC\t" in samtools_stats   # run against the reference: mismatches per cycle
+
+
+def test_demo_qc_files(demo_run):
+    """The binned coverage, the map summary and its MultiQC table, and the plots, made from the run's
+    own numbers."""
+    stats = demo_run.workdir / "results" / "stats"
+    n = fastq_records(DEMO_READS)
+    rows = [line.split("\t") for line in (stats / "demo.coverage.tsv").read_text().splitlines()]
+    assert rows[0] == ["contig", "start", "end", "mean_depth"]
+    assert len(rows) - 1 == 971   # 48,502 bp in bins of 50 bp (qc.coverage_bins 1000)
+    # 2,000 reads of 100 bp, less duplicates and unmapped reads, over the phage's 48.5 kbp: about 4x
+    mean = sum((int(e) - int(b)) * float(d) for _, b, e, d in rows[1:]) / 48502
+    assert 3.5 < mean < 4.2
+    summary = json.loads((stats / "demo.map.json").read_text())
+    assert summary["reads"] == n and summary["backend"] in ("cpu", "cuda") and not summary["paired"]
+    unit = json.loads((demo_run.workdir / "results" / "units" / "demo" / "1.map.json").read_text())
+    assert summary == unit   # one unit: the sample's summary is its unit's
+    table = (stats / "demo.map_summary_mqc.tsv").read_text().splitlines()
+    assert "# plot_type: 'table'" in table
+    header, row = [line.split("\t") for line in table if not line.startswith("#")]
+    assert dict(zip(header, row))["Sample"] == "demo" and int(dict(zip(header, row))["reads"]) == n
+    plots = demo_run.workdir / "results" / "plots" / "demo"
+    assert sorted(p.name for p in plots.iterdir()) == ["coverage.png", "duplicates.png", "errors.png", "mapq.png",
+                                                       "throughput.png"]   # no pairs: no insert sizes
+    for png in plots.iterdir():
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
 
 
 def test_demo_logs(demo_run, numba_cache):
@@ -183,9 +211,9 @@ def test_demo_logs(demo_run, numba_cache):
     else:
         assert FALLBACK in align_log
     assert f"done: {fastq_records(DEMO_READS)} reads" in align_log
-    expected = ["align/demo.1.log", "merge_units/demo.log", "reference/lambda.download.log",
-                "reference/lambda.kauto.index.log", "reference/lambda.mask.log", "reference/lambda.pack.log",
-                "stats/demo.log"]
+    expected = ["align/demo.1.log", "map_summary/demo.log", "merge_units/demo.log", "plots/demo.log",
+                "reference/lambda.download.log", "reference/lambda.kauto.index.log", "reference/lambda.mask.log",
+                "reference/lambda.pack.log", "stats/demo.log"]
     assert sorted(str(p.relative_to(logs)) for p in logs.rglob("*.log")) == expected
     # k: auto chose the design's 8 for the 48.5 kbp phage, and said so
     assert "k=8 chosen for a genome of 48502 bp" in (logs / "reference" / "lambda.kauto.index.log").read_text()
@@ -200,7 +228,7 @@ def test_demo_second_run_has_nothing_to_do(demo_run, numba_cache):
 # ---- (b) rerun exactly what a change touches ---------------------------------------------------
 
 
-ALIGN_ON = {"align", "merge_units", "stats", "all"}   # a unit aligned again, and what follows
+ALIGN_ON = {"align", "merge_units", "stats", "map_summary", "plots", "all"}   # a unit aligned again, and what follows
 
 
 @pytest.mark.parametrize("override, planned", [
@@ -210,6 +238,7 @@ ALIGN_ON = {"align", "merge_units", "stats", "all"}   # a unit aligned again, an
     ("bam={mark_duplicates: false}", ALIGN_ON),
     ("index={max_occ: 100}", {"index_reference"} | ALIGN_ON),
     ("index={k: 9}", {"index_reference"} | ALIGN_ON),
+    ("qc={coverage_bins: 500}", {"stats", "plots", "all"}),
 ])
 def test_changed_parameter_reruns_its_stages(demo_run, numba_cache, override, planned):
     got = dry_run(demo_run.workdir, "--config", override, numba_cache=numba_cache)
@@ -261,7 +290,7 @@ def test_reference_code_edit_reruns_from_mask(copied, numba_cache):
 def test_bam_code_edit_reruns_align_and_stats(copied, numba_cache):
     repo, workdir = copied
     edit_module(repo, "bam.stats")
-    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == {"stats", "all"}
+    assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == {"stats", "plots", "all"}
     edit_module(repo, "bam.sort")
     assert dry_run(workdir, numba_cache=numba_cache, repo=repo) == ALIGN_ON
 
@@ -455,7 +484,7 @@ def test_chunks_scatter_and_gather(demo_run, numba_cache, args):
     one align rule and merges them; reference and index are kept."""
     result = run_snakemake(demo_run.workdir, "--dry-run", *args, numba_cache=numba_cache)
     assert planned_jobs(result.output) == {"split_reads": 1, "align": 2, "merge_chunks": 1, "merge_units": 1,
-                                           "stats": 1, "all": 1}
+                                           "stats": 1, "map_summary": 1, "plots": 1, "all": 1}
     assert "output: results/chunks/demo/1/2-of-2.bam" in result.output
 
 
@@ -475,7 +504,8 @@ def test_killed_chunk_job_is_rerun_alone_and_the_merge_equals_the_unsplit_run(de
     mtimes = {name: (parts / name).stat().st_mtime_ns for name in finished}
 
     rerun = run_snakemake(workdir, "--dry-run", "--config", chunks, numba_cache=numba_cache)
-    assert planned_jobs(rerun.output) == {"align": 1, "merge_chunks": 1, "merge_units": 1, "stats": 1, "all": 1}
+    assert planned_jobs(rerun.output) == {"align": 1, "merge_chunks": 1, "merge_units": 1, "stats": 1,
+                                          "map_summary": 1, "plots": 1, "all": 1}
     assert f"scatteritem={killed}" in rerun.output.replace(" ", "")
     assert {name: (parts / name).stat().st_mtime_ns for name in finished} == mtimes
     run_snakemake(workdir, "--cores", "2", "--config", chunks, numba_cache=numba_cache)
@@ -505,14 +535,14 @@ def test_killed_align_job_leaves_no_bam_and_the_rerun_equals_an_uninterrupted_ru
             victim.kill()
         output, _ = proc.communicate(timeout=600)
     assert proc.returncode != 0, output[-3000:]
-    assert not (bam_dir / "1.bam").exists() and not (bam_dir / "1.bam.bai").exists()
+    assert not any((bam_dir / name).exists() for name in ("1.bam", "1.bam.bai", "1.map.json"))
     assert planned_jobs(run_snakemake(workdir, "--dry-run", numba_cache=numba_cache).output) == \
-        {"align": 1, "merge_units": 1, "stats": 1, "all": 1}
+        {"align": 1, "merge_units": 1, "stats": 1, "map_summary": 1, "plots": 1, "all": 1}
     run_snakemake(workdir, "--cores", "2", numba_cache=numba_cache)
     merged = workdir / "results" / "bam" / "demo.bam"
     assert bam_records(merged) == bam_records(demo_run.workdir / "results" / "bam" / "demo.bam")
     # the killed job's temporary files are gone too (atomic_path clears those of dead processes)
-    assert sorted(p.name for p in bam_dir.iterdir()) == ["1.bam", "1.bam.bai"]
+    assert sorted(p.name for p in bam_dir.iterdir()) == ["1.bam", "1.bam.bai", "1.map.json"]
 
 
 # ---- (f) paired-end samples ---------------------------------------------------------------------
@@ -537,10 +567,106 @@ def test_paired_sample_runs_as_pairs_and_chunks_give_the_same_bam(tmp_path, numb
     assert "insert size: mean" in log and "reads in proper pairs" in log
     assert "duplicates (pe):" in log   # bam.mark_duplicates: marked by align, one unit unchunked
     unsplit = bam_records(bam, clear_dup=True)
+    summary = json.loads((workdir / "results" / "stats" / "pe.map.json").read_text())
+    (block,) = summary["insert_sizes"]   # the demo's 1,000 pairs of 400 +/- 40 bp: one block
+    assert summary["paired"] and block["valid"] and 390 < block["mean"] < 410
+    assert (workdir / "results" / "plots" / "pe" / "insert_sizes.png").stat().st_size > 5000
 
     run_snakemake(workdir, "--cores", "2", "--config", "samples=pe.tsv", "align={chunks: 3}",
                   numba_cache=numba_cache)
     assert bam_records(bam) == unsplit
+    chunked = json.loads((workdir / "results" / "stats" / "pe.map.json").read_text())
+    assert [chunked[key] for key in ("reads", "mapped", "proper", "insert_sizes")] == \
+        [summary[key] for key in ("reads", "mapped", "proper", "insert_sizes")]   # chunks' summaries combined
     assert "duplicates NOT marked" in (workdir / "logs" / "merge_units" / "pe.log").read_text()
     split_log = (workdir / "logs" / "split_reads" / "pe.1.log").read_text()
     assert f"split {2 * n} reads into 3 chunks" in split_log
+
+
+# ---- (g) the report: snakemake --report, looked at in a browser ----------------------------------------
+
+# the plots' labels in the report, and their files' names under results/plots/{sample}/
+PLOT_FILES = {"MAPQ": "mapq", "coverage": "coverage", "mismatches and indels": "errors", "duplication": "duplicates",
+              "throughput": "throughput"}
+PLOT_LABELS = set(PLOT_FILES)
+
+
+@pytest.fixture(scope="module")
+def report_html(demo_run, numba_cache, tmp_path_factory) -> Path:
+    """`snakemake --report report.html` after the demo run."""
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    run_snakemake(demo_run.workdir, "--report", str(path), numba_cache=numba_cache)
+    return path
+
+
+def test_report_holds_every_plot_and_table_with_its_caption(report_html):
+    from snakemake_report import report_results
+    html = report_html.read_text()
+    results = report_results(html)
+    plots = {entry["labels"]["plot"]: entry for path, entry in results.items() if path.startswith("results/plots/")}
+    assert set(plots) == PLOT_LABELS
+    tables = {entry["labels"]["table"] for path, entry in results.items() if path.startswith("results/stats/")}
+    assert tables == {"flagstat", "summary", "gpualign map"}
+    for entry in results.values():
+        assert entry["labels"]["sample"] == "demo"
+        assert "demo" in entry["caption"] and len(entry["caption"]) > 150, entry["caption"]   # a caption each
+    assert plots["MAPQ"]["data_uri"].startswith("data:image/png;")
+    assert "samtools stats" in plots["MAPQ"]["caption"] and "bedcov" in plots["coverage"]["caption"]
+    assert "short reads mapped on the GPU" in html   # the workflow's description (workflow/report/workflow.rst)
+
+
+def png_size(path: Path) -> tuple:
+    """(width, height) from a PNG's header."""
+    head = path.read_bytes()[:24]
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def test_report_plots_are_visible_in_a_browser(demo_run, report_html, tmp_path):
+    """Headless Chromium opens report.html, clicks Plots (the demo is its only subcategory) and each
+    plot's eye button: every plot shows as a loaded PNG of its file's size, inside the window, on top.
+    GPUALIGN_REPORT_SCREENSHOT=docs/report.png keeps a screenshot (the README's)."""
+    from chromium import Chromium, find_chromium
+    from snakemake_report import view_results
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("no chromium to look at the report with (Debian: apt-get install chromium)")
+    with Chromium(binary, width=1600, height=1000) as browser:
+        browser.navigate(report_html.as_uri())
+        intro = browser.evaluate("document.body.innerText")
+        assert "short reads mapped on the GPU" in intro   # the workflow description, shown first
+        views = view_results(browser, "Plots", "demo")
+        assert browser.exceptions() == []
+        browser.evaluate(r"""[...document.querySelectorAll("nav table tbody tr")]
+            .find(tr => tr.textContent.includes("coverage")).querySelector("td:last-child a").click()""")
+        screenshot = tmp_path / "report.png"
+        browser.screenshot(str(screenshot))
+    assert {view["labels"][1] for view in views} == PLOT_LABELS
+    plots = demo_run.workdir / "results" / "plots" / "demo"
+    for view in views:
+        assert view["labels"][0] == "demo" and view["mime"] == "image/png", view
+        png = plots / f"{PLOT_FILES[view['labels'][1]]}.png"
+        assert (view["naturalWidth"], view["naturalHeight"]) == png_size(png), view
+        assert view["width"] > 0 and view["height"] > 0 and view["visible"] and view["onTop"], view
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    keep = os.environ.get("GPUALIGN_REPORT_SCREENSHOT")
+    if keep:
+        shutil.copyfile(screenshot, keep)
+
+
+def test_multiqc_report_of_the_demo(demo_run, numba_cache, tmp_path):
+    """qc.multiqc: MultiQC's report of samtools' files and gpualign's map table (when multiqc is installed)."""
+    if shutil.which("multiqc") is None:
+        pytest.skip("no multiqc command (pip install multiqc: about 1 GB, so not a test dependency)")
+    workdir = tmp_path / "run"
+    shutil.copytree(demo_run.workdir, workdir, symlinks=True)
+    result = run_snakemake(workdir, "--cores", "1", "--config", "qc={multiqc: true}", numba_cache=numba_cache)
+    assert planned_jobs(result.output) == {"multiqc": 1, "all": 1}
+    data = workdir / "results" / "multiqc" / "multiqc_data"
+    assert (workdir / "results" / "multiqc" / "multiqc_report.html").stat().st_size > 100_000
+    general = (data / "multiqc_general_stats.txt").read_text().splitlines()
+    assert general[1].split("\t")[0] == "demo"
+    assert {"multiqc_samtools_stats.txt", "multiqc_samtools_flagstat.txt", "multiqc_samtools_idxstats.txt"} <= \
+        {p.name for p in data.iterdir()}
+    table = next(data.glob("*gpualign_map*"))   # the custom-content table, one row per sample
+    rows = [line.split("\t") for line in table.read_text().splitlines()]
+    assert rows[1][0] == "demo" and int(float(dict(zip(rows[0], rows[1]))["reads"])) == fastq_records(DEMO_READS)

@@ -8,5 +8,5 @@ header they all build on):
     sort.py         the sinks: UnsortedBam (read order), SortedBam (coordinate order, + .bai)
     markdup.py      duplicate marking decided on per-record arrays as SortedBam writes; Picard metrics
     bai.py          bin numbers (reg2bin) and the .bai index built while the sorted BAM is written
-    stats.py        flagstat, idxstats and the mapping summary of a finished BAM (stage stats)
+    stats.py        flagstat, idxstats, samtools stats and the mapping summary of a finished BAM (stage stats)
 """

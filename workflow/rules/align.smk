@@ -34,6 +34,7 @@ rule align:
     output:
         bam=align_target(".bam"),
         bai=align_target(".bam.bai"),
+        summary=align_target(".map.json"),   # gpualign map --summary: the report's throughput and insert sizes
     log:
         align_log(),
     params:
@@ -70,10 +71,12 @@ if chunked():
 
     rule merge_chunks:
         input:
-            gather.chunk("results/chunks/{{sample}}/{{unit}}/{scatteritem}.bam"),
+            bams=gather.chunk("results/chunks/{{sample}}/{{unit}}/{scatteritem}.bam"),
+            summaries=gather.chunk("results/chunks/{{sample}}/{{unit}}/{scatteritem}.map.json"),
         output:
             bam="results/units/{sample}/{unit}.bam",
             bai="results/units/{sample}/{unit}.bam.bai",
+            summary="results/units/{sample}/{unit}.map.json",
         log:
             "logs/merge_chunks/{sample}.{unit}.log",
         params:

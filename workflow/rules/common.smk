@@ -359,6 +359,41 @@ def get_unit_bams(wildcards):
     }
 
 
+def get_map_summaries(wildcards):
+    """The map summaries of a sample's units (gpualign map --summary, written by align or, when
+    chunked, merge_chunks), in the order of the sheet."""
+    return [f"results/units/{wildcards.sample}/{unit}.map.json" for unit in sample_units(wildcards.sample)]
+
+
+def get_reference_fasta(wildcards):
+    """The masked FASTA the reads were aligned to: samtools stats -r compares the reads with it
+    (mismatches per cycle)."""
+    prefix = f"resources/reference/{REFERENCE}"
+    return {"fasta": f"{prefix}.fa", "fai": f"{prefix}.fa.fai"}
+
+
+def sample_is_paired(sample):
+    """Whether any of a sample's units is paired: it then gets an insert-size plot."""
+    return any(is_paired(sample, unit) for unit in sample_units(sample))
+
+
+PLOTS = ("mapq", "coverage", "errors", "duplicates", "throughput")   # rule plots, per sample
+
+
+def sample_plots(sample):
+    """The report's plots of a sample: PLOTS, and insert sizes when it has pairs."""
+    plots = [f"results/plots/{sample}/{name}.png" for name in PLOTS]
+    if sample_is_paired(sample):
+        plots.append(f"results/plots/{sample}/insert_sizes.png")
+    return plots
+
+
+def sample_qc_files(sample):
+    """What MultiQC reads of a sample: samtools' reports and the map summary table."""
+    return [f"results/stats/{sample}.{name}" for name in
+            ("flagstat.txt", "idxstats.txt", "samtools_stats.txt", "map_summary_mqc.tsv")]
+
+
 def get_final_output():
     out = []
     for sample in samples["sample"]:
@@ -369,5 +404,11 @@ def get_final_output():
             f"results/stats/{sample}.idxstats.txt",
             f"results/stats/{sample}.samtools_stats.txt",
             f"results/stats/{sample}.summary.tsv",
+            f"results/stats/{sample}.coverage.tsv",
+            f"results/stats/{sample}.map.json",
+            f"results/stats/{sample}.map_summary_mqc.tsv",
         ]
+        out += sample_plots(sample)
+    if config["qc"]["multiqc"]:
+        out.append("results/multiqc/multiqc_report.html")
     return out

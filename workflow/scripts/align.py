@@ -22,6 +22,7 @@ from gpualign.genome import load_genome  # noqa: E402
 from gpualign.index import load_index  # noqa: E402
 from gpualign.mapper import map_reads  # noqa: E402
 from gpualign.options import MapParams  # noqa: E402
+from gpualign.qc.map_summary import write_summary  # noqa: E402
 
 inp, out = snakemake.input, snakemake.output
 if out.bai != out.bam + ".bai":
@@ -59,8 +60,8 @@ with job_errors(snakemake.rule, log, out.bam):
         batches = read_interleaved_fastq(reads[0], index.k, params.batch_size, snakemake.threads, allow_empty=True)
     else:
         batches = read_batches(reads[0], index.k, params.batch_size, snakemake.threads, allow_empty=chunk)
-    with atomic_path(out.bai) as tmp_bai, atomic_path(out.bam) as tmp:
-        map_reads(
+    with atomic_path(out.summary) as tmp_summary, atomic_path(out.bai) as tmp_bai, atomic_path(out.bam) as tmp:
+        done = map_reads(
             genome, index, batches, tmp, params,
             backend_name=snakemake.params.backend,
             threads=snakemake.threads,
@@ -73,3 +74,4 @@ with job_errors(snakemake.rule, log, out.bam):
             paired=paired,
             markdup=snakemake.params.markdup,
         )
+        write_summary(tmp_summary, done)
