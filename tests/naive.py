@@ -512,6 +512,7 @@ def vote(hits, t, max_cand):
     clusters.sort(key=lambda c: (-c[1], c[0]))
     return clusters[:max_cand], (clusters[max_cand][1] if len(clusters) > max_cand else 0)
 
+
 def naive_bam_summary(bam: str, mapq_cutoff: int = 20) -> dict:
     """gpualign.bam.stats.summarize's counts, record by record in Python (what it did before
     samtools' passes): records, primary (neither secondary nor supplementary), mapped primary,
