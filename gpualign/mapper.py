@@ -301,62 +301,69 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
                              metrics_path=metrics_path, output_name=output_name or out_path)
     sam = fmt == "sam"
     # batches are assembled ahead on a thread of their own (mates paired, re-cut, interleaved: copies)
-    batches = in_background(as_batches(reads, p.batch_size, paired, p.tuning.insert_block), depth=2)
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="first batch") as early:
-        reading = early.submit(next, iter(batches), None)   # reading starts while the backend does
-        with trace.span("start backend"):
-            backend = get_backend(backend_name, log)
-            ensure_compiled(backend.NAME, log)   # a cold cache compiles first, before the mapping clock starts
-            plan = getattr(backend, "batch_plan", None)   # the GPU's memory: checked before anything goes up
-            plan = plan(genome, index, p, paired, log) if plan else None
-        warming = early.submit(warm_up, backend, genome, index, p, paired)   # while the first batch is read
-        head = reading.result()
-        warming.result()
-    batches = itertools.chain([] if head is None else [head], batches)
-    in_flight, size = (plan(int(head.lengths.max(initial=1)) if head is not None else 1) if plan
-                       else (getattr(backend, "BATCHES_IN_FLIGHT", 1), p.batch_size))
-    if size < p.batch_size and not paired:   # smaller batches where the GPU's memory asks for them
-        batches = as_batches(batches, size)
-    header = make_header(genome, read_group, command_line, sort_order="coordinate" if sort and not sam else "unsorted")
-    rg_id = read_group["ID"] if read_group else None
-    times = StageTimes()
-
-    def encode(batch, res, first, last):
-        with times("BAM records (worker threads)"):
-            return batch_bam_records(batch, res, genome, rg_id, first, last, dup=markdup)
-
-    if sam:   # text output goes through pysam's records; BAM is encoded in bulk (bam.records)
-        out = pysam.AlignmentFile(out_path, "w", header=header)
-    elif sort:
-        out = SortedBam(out_path, header, encode, compression_level, threads, index_path, times,
-                        work_dir=scratch_dir(out_path), markdup=markdup,
-                        library=(read_group or {}).get("LB"), metrics_path=metrics_path, command=command_line,
-                        output_name=output_name)
-    else:
-        out = UnsortedBam(out_path, header, encode, compression_level, threads)
-    progress = Progress(log, backend.NAME)
+    batches = reader = in_background(as_batches(reads, p.batch_size, paired, p.tuning.insert_block), depth=2)
     try:
-        for batch, res in mapped_batches(batches, genome, index, p, backend, times, paired, in_flight):
-            if sam:
-                for rec in batch_records(batch, res, genome, header, rg_id):
-                    out.write(rec)
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="first batch") as early:
+            reading = early.submit(next, iter(batches), None)   # reading starts while the backend does
+            with trace.span("start backend"):
+                backend = get_backend(backend_name, log)
+                ensure_compiled(backend.NAME, log)   # a cold cache compiles first, before the mapping clock starts
+                plan = getattr(backend, "batch_plan", None)   # the GPU's memory: checked before anything goes up
+                plan = plan(genome, index, p, paired, log) if plan else None
+            warming = early.submit(warm_up, backend, genome, index, p, paired)   # while the first batch is read
+            head = reading.result()
+            warming.result()
+        batches = itertools.chain([] if head is None else [head], batches)
+        in_flight, size = (plan(int(head.lengths.max(initial=1)) if head is not None else 1) if plan
+                           else (getattr(backend, "BATCHES_IN_FLIGHT", 1), p.batch_size))
+        if size < p.batch_size and not paired:   # smaller batches where the GPU's memory asks for them
+            batches = as_batches(batches, size)
+        order = "coordinate" if sort and not sam else "unsorted"
+        header = make_header(genome, read_group, command_line, sort_order=order)
+        rg_id = read_group["ID"] if read_group else None
+        times = StageTimes()
+
+        def encode(batch, res, first, last):
+            with times("BAM records (worker threads)"):
+                return batch_bam_records(batch, res, genome, rg_id, first, last, dup=markdup)
+
+        if sam:   # text output goes through pysam's records; BAM is encoded in bulk (bam.records)
+            out = pysam.AlignmentFile(out_path, "w", header=header)
+        elif sort:
+            out = SortedBam(out_path, header, encode, compression_level, threads, index_path, times,
+                            work_dir=scratch_dir(out_path), markdup=markdup,
+                            library=(read_group or {}).get("LB"), metrics_path=metrics_path, command=command_line,
+                            output_name=output_name)
+        else:
+            out = UnsortedBam(out_path, header, encode, compression_level, threads)
+        progress = Progress(log, backend.NAME)
+        mapped = mapped_batches(batches, genome, index, p, backend, times, paired, in_flight)
+        try:
+            for batch, res in mapped:
+                if sam:
+                    for rec in batch_records(batch, res, genome, header, rg_id):
+                        out.write(rec)
+                else:
+                    with times("BAM records (wait)"):
+                        for first, last in record_slices(len(batch)):   # a batch's records on several threads
+                            out.add(batch, res, first, last)
+                progress.update(len(batch), len(res.mapped))
+                if paired:
+                    progress.paired(res, log)
+            if sort and not sam:
+                out.close()   # times its own phases
             else:
-                with times("BAM records (wait)"):
-                    for first, last in record_slices(len(batch)):   # a batch's records on several threads
-                        out.add(batch, res, first, last)
-            progress.update(len(batch), len(res.mapped))
-            if paired:
-                progress.paired(res, log)
-        if sort and not sam:
-            out.close()   # times its own phases
-        else:
-            with times("BAM write"):
+                with times("BAM write"):
+                    out.close()
+        except BaseException:
+            mapped.close()   # its threads stopped, none of them still taking batches from the reader
+            if sam:
                 out.close()
+            else:
+                out.abort()
+            raise
     except BaseException:
-        if sam:
-            out.close()
-        else:
-            out.abort()
+        reader.close()   # stops the reading thread now: one still decoding at exit aborts the process (rapidgzip)
         raise
     elapsed = time.perf_counter() - progress.start
     trace.write()

@@ -261,6 +261,30 @@ def test_the_block_vote_gives_the_clusters_of_a_serial_walk(rng, threads):
         assert a[at:at + nh].tolist() == hits.tolist()   # the sorted hits are left as they were
 
 
+@pytest.mark.parametrize("fails", ["warm_up", "record_slices"])
+def test_a_failed_run_leaves_no_thread_reading(monkeypatch, world, tmp_path, fails):
+    """map_reads failing before the first batch (the backend's warm-up) or while it writes records
+    stops the threads that read and map batches before the error leaves it: a reading thread still
+    decoding when the interpreter exits aborts the process (rapidgzip's C++ exceptions), so the
+    error's one line became a core dump."""
+    from gpualign import mapper
+    rng, genome, seqs, index = world
+    batch, _ = simulate_reads(rng, seqs, 40, length=50)
+    monkeypatch.setattr(cpu, "BATCHES_IN_FLIGHT", 2, raising=False)   # batches fed from a thread of their own
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(mapper, fails, boom)
+    reading = lambda: [t for t in threading.enumerate() if t.name.endswith("(produce)")]  # noqa: E731
+    before = set(reading())
+    p = MapParams(max_indels=3, min_score=15, batch_size=2)   # 20 batches: the reader waits on a full queue
+    with pytest.raises(RuntimeError, match="boom"):
+        map_reads(genome, index, batch, str(tmp_path / "out.bam"), p, backend_name="cpu", threads=2,
+                  log=lambda msg: None)
+    assert [t for t in reading() if t not in before] == []
+
+
 def test_batches_keep_mapping_while_the_caller_is_busy(monkeypatch, world):
     """mapped_batches feeds the map threads from a thread of its own, with batches queued behind the
     busy ones: while the caller still holds the first result (writing its records), later batches
