@@ -263,3 +263,19 @@ def write_known_bam(folder, rng):
     mapped = [(r.query_name, r.flag, r.reference_name, r.reference_start, r.reference_end)
               for r in records if not r.is_unmapped]
     return bam, fasta, mapped
+
+
+def known_bam_stats(folder, rng):
+    """(samtools stats sections, flagstat counts, bam, fasta, mapped records) of write_known_bam's BAM,
+    through write_stats as the workflow's stats rule runs it."""
+    from gpualign.bam.stats import write_stats
+    from gpualign.qc.samtools import parse_flagstat, parse_stats
+    bam, fasta, records = write_known_bam(folder, rng)
+    out = {name: str(folder / name) for name in ("flagstat", "idxstats", "summary", "stats")}
+    write_stats(bam, out["flagstat"], out["idxstats"], out["summary"], samtools_stats_path=out["stats"],
+                reference=fasta)
+    with open(out["stats"]) as fh:
+        sections = parse_stats(fh.read())
+    with open(out["flagstat"]) as fh:
+        flagstat = parse_flagstat(fh.read())
+    return sections, flagstat, bam, fasta, records

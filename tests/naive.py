@@ -120,17 +120,7 @@ def candidates(q_fwd, q_rc, k, offsets, positions, max_occ, t, max_hits, max_can
                 break
             hits += [strand * strand_bit + int(p) - o + diag_bias for p in positions[offsets[code]:offsets[code + 1]]]
             used += count
-    hits.sort()
-    clusters, i = [], 0
-    while i < len(hits):
-        j = i + 1
-        while j < len(hits) and hits[j] - hits[i] <= t:
-            j += 1
-        clusters.append((hits[(i + j - 1) // 2], j - i))
-        i = j
-    clusters.sort(key=lambda c: (-c[1], c[0]))
-    dropped = clusters[max_cand][1] if len(clusters) > max_cand else 0
-    return clusters[:max_cand], dropped
+    return vote(sorted(hits), t, max_cand)
 
 
 def local_best(q, ref, match, mismatch, gap_open, gap_ext):

@@ -5,13 +5,11 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from gpualign.bam.stats import write_stats
 from gpualign.qc.coverage import binned_depth
 from gpualign.qc.plots import (DPI, coverage_figure, insert_size_plot, sample_figures, save_png,
                                throughput_figure)
-from gpualign.qc.samtools import parse_flagstat, parse_stats
 
-from helpers import write_known_bam
+from helpers import known_bam_stats
 
 STAGES = {"exact match": 0.5, "seeding": 2.0, "BAM records (wait)": 0.25, "traceback": 1.0}
 SUMMARY = {"reads": 1000, "mapped": 990, "proper": 980, "seconds": 4.0, "backend": "cpu", "paired": True,
@@ -23,14 +21,7 @@ SUMMARY = {"reads": 1000, "mapped": 990, "proper": 980, "seconds": 4.0, "backend
 @pytest.fixture
 def figures(tmp_path, rng):
     """Every plot of helpers' known BAM, made as the workflow's rules make them."""
-    bam, fasta, _ = write_known_bam(tmp_path, rng)
-    paths = {name: str(tmp_path / name) for name in ("flagstat", "idxstats", "summary", "stats")}
-    write_stats(bam, paths["flagstat"], paths["idxstats"], paths["summary"], samtools_stats_path=paths["stats"],
-                reference=fasta)
-    with open(paths["stats"]) as fh:
-        sections = parse_stats(fh.read())
-    with open(paths["flagstat"]) as fh:
-        flagstat = parse_flagstat(fh.read())
+    sections, flagstat, bam, _, _ = known_bam_stats(tmp_path, rng)
     figs = sample_figures(sections, flagstat, binned_depth(bam, target=30), SUMMARY, "known", True)
     figs["insert_sizes"] = insert_size_plot(sections, SUMMARY, "known")
     return figs

@@ -4,30 +4,20 @@ import numpy as np
 import pysam
 import pytest
 
-from gpualign.bam.stats import write_stats
 from gpualign.errors import InputError
 from gpualign.qc.coverage import bin_size, binned_depth, bins, read_coverage, write_coverage
 from gpualign.qc.samtools import (bases_per_cycle, duplication, error_rates, insert_sizes, mapq_histogram,
                                   parse_flagstat, parse_stats, summary_numbers)
 
-from helpers import QC_READ_LENGTH, write_known_bam
+from helpers import QC_READ_LENGTH, known_bam_stats
 
 MAPPED = 12   # of the known BAM's 13 reads (one unmapped)
 
 
 @pytest.fixture
 def known(tmp_path, rng):
-    """(samtools stats sections, flagstat counts, bam, fasta, mapped records) of helpers' known BAM,
-    through write_stats as the workflow's stats rule runs it."""
-    bam, fasta, records = write_known_bam(tmp_path, rng)
-    out = {name: str(tmp_path / name) for name in ("flagstat", "idxstats", "summary", "stats")}
-    write_stats(bam, out["flagstat"], out["idxstats"], out["summary"], samtools_stats_path=out["stats"],
-                reference=fasta)
-    with open(out["stats"]) as fh:
-        sections = parse_stats(fh.read())
-    with open(out["flagstat"]) as fh:
-        flagstat = parse_flagstat(fh.read())
-    return sections, flagstat, bam, fasta, records
+    """(samtools stats sections, flagstat counts, bam, fasta, mapped records) of helpers' known BAM."""
+    return known_bam_stats(tmp_path, rng)
 
 
 def test_mapq_histogram_counts_primary_mapped_reads_that_are_not_duplicates(known):
