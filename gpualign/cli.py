@@ -189,11 +189,21 @@ def open_reads(args, k: int, batch_size: int, threads: int, block: int):
 
 
 def run_map(args, log, argv, tuning: Tuning):
-    from .cram import check_reference
-    from .output import plan_file, plan_output, writing, written
-    from .qc.map_summary import write_summary
-    from .sam import parse_read_group
+    from .seqio import drop_early, start_decoding
     read_paths = check_read_inputs(args)
+    start_decoding([args.reads] + ([args.mates] if args.mates else []), args.threads,   # beside the imports below
+                   ramp=not (args.mates or args.interleaved))
+    try:
+        return plan_and_map(args, log, argv, tuning, read_paths)
+    finally:
+        drop_early()   # what was decoded ahead and not read (a command that failed first) stopped
+
+
+def plan_and_map(args, log, argv, tuning: Tuning, read_paths: list):
+    """run_map's other arguments checked and its outputs planned, then map_with."""
+    from .cram import check_reference
+    from .output import plan_file, plan_output
+    from .sam import parse_read_group
     params = MapParams(**{n: getattr(args, n) for n in MapParams.names()}, tuning=tuning).check()
     read_group = parse_read_group(args.read_group) if args.read_group else None
     genome_prefix, files = index_files(args.prefix)
@@ -215,7 +225,13 @@ def run_map(args, log, argv, tuning: Tuning):
     summary = (plan_file(args.summary, read_paths + files + beside, "--summary") if args.summary else (None, False))
     if summary[0] is not None and summary[0] in (out.path, out.index_path, metrics[0]):
         raise InputError(f"--summary {args.summary}: is the output, its index or the metrics file")
+    return map_with(args, log, argv, params, read_group, genome_prefix, fasta, out, metrics, summary, tuning)
 
+
+def map_with(args, log, argv, params, read_group, genome_prefix, fasta, out, metrics, summary, tuning: Tuning):
+    """run_map once every argument is checked: the genome, index and reads loaded, mapped, written."""
+    from .output import writing, written
+    from .qc.map_summary import write_summary
     if args.backend != "cpu" and not os.environ.get("NUMBA_ENABLE_CUDASIM"):
         from . import cuda_driver as driver
         driver.init_in_background()   # about 0.2 s of CUDA's start, beside the imports below

@@ -27,18 +27,10 @@ from numba import njit
 from .errors import InputError
 from .encode import CODE
 from .reads import MAX_READ_LEN, finish_reads
-from .seqio import Input, shown
+from .seqio import PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS, READ_BLOCK, opened, ramp_sizes, shown
 from .threads import in_background, ordered_map
 from . import trace
 
-READ_BLOCK = 48 << 20        # decompressed bytes read at a time (a batch holds at most this)
-RAMP_STEPS = 4               # ramp_sizes: the first batches halve this many times
-PARALLEL_GZIP_MIN = 64 << 20  # compressed bytes from which rapidgzip decodes on several threads
-# ... and the threads it needs to be worth it. rapidgzip spends 3.5-4 times isal's CPU a byte (on the
-# 16-core GPU host: 66-76 MB per CPU-second against 253-276), for 1.5x isal's speed on 8 threads and 2x on 16.
-# Each file of a pair gets half the threads: with 8 each, isal on both files ended a 2 M-pair run 0.5 s sooner
-# (5.8 s against 6.3 s); a single file on 16 threads is faster with rapidgzip (3.5-4.5 s against 5.7-5.9 s).
-PARALLEL_GZIP_THREADS = 12
 
 # IUPAC ambiguity codes (and '.') are accepted and read as N; anything else is an error.
 SEQ_OK = np.zeros(256, dtype=np.bool_)
@@ -264,15 +256,6 @@ def encode_chunk(path, chunk, n, first_line, k, comments: bool = False):
                             derive=False)
 
 
-def ramp_sizes(batch_size: int):
-    """Batch sizes that start small: 1/16, 1/8, 1/4 and 1/2 of batch_size, then batch_size. The
-    first batch is parsed, and the mapper's first stages start, after a sixteenth of the reading."""
-    for shift in range(RAMP_STEPS, 0, -1):
-        yield max(1, batch_size >> shift)
-    while True:
-        yield batch_size
-
-
 def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = False, decoder: str | None = None,
            ramp: bool = False):
     """(bytes, n records, lines before it) of each batch of at most batch_size complete records (the
@@ -280,7 +263,7 @@ def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = Fal
     (a chunk of a split sample may be empty). decoder: see seqio.Input (None: the fastest that fits)."""
     sizes = ramp_sizes(batch_size) if ramp else itertools.repeat(batch_size)
     reads = ramp_sizes(READ_BLOCK) if ramp else itertools.repeat(READ_BLOCK)   # the first batch not behind 48 MB
-    with Input(path, "reads", threads, decoder, PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS) as fh:
+    with opened(path, "reads", threads, decoder, PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS) as fh:
         pending = np.zeros(0, dtype=np.uint8)
         lines_before = 0
         eof = False

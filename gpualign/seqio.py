@@ -8,11 +8,14 @@ isal's igzip (about twice zlib's speed), or zlib (Python's gzip, the fallback). 
 raises, wherever in the file, becomes `WHAT F: corrupt or truncated gzip data (...)`.
 """
 
+import collections
 import gzip
 import io
+import itertools
 import os
 import re
 import stat
+import threading
 
 from .errors import InputError
 
@@ -25,6 +28,15 @@ STDIN = "-"
 GZIP_MAGIC = b"\x1f\x8b"
 PIPE_BUFFER = 1 << 20          # buffer of a non-seekable input (a pipe read gives 64 KiB at most)
 DECODERS = ("rapidgzip", "isal", "zlib")
+PARALLEL_GZIP_MIN = 64 << 20  # reads (fastq.chunks): compressed bytes from which rapidgzip decodes on several threads
+# ... and the threads it needs to be worth it. rapidgzip spends 3.5-4 times isal's CPU a byte (on the
+# 16-core GPU host: 66-76 MB per CPU-second against 253-276), for 1.5x isal's speed on 8 threads and 2x on 16.
+# Each file of a pair gets half the threads: with 8 each, isal on both files ended a 2 M-pair run 0.5 s sooner
+# (5.8 s against 6.3 s); a single file on 16 threads is faster with rapidgzip (3.5-4.5 s against 5.7-5.9 s).
+PARALLEL_GZIP_THREADS = 12
+READ_BLOCK = 48 << 20        # reads: decompressed bytes read at a time (a batch holds at most this)
+RAMP_STEPS = 4               # ramp_sizes: the first batches halve this many times
+EARLY_BYTES = 144 << 20      # decompressed bytes of a read file decoded ahead while a map command starts
 
 
 def shown(path: str) -> str:
@@ -288,3 +300,150 @@ def iter_line_blocks(path: str, what: str, block: int = 1 << 24):
 
 
 __all__ = ["Input", "Prefixed", "STDIN", "check_input", "iter_line_blocks", "shown"]
+
+
+def ramp_sizes(batch_size: int):
+    """Batch sizes that start small: 1/16, 1/8, 1/4 and 1/2 of batch_size, then batch_size. The
+    first batch is parsed, and the mapper's first stages start, after a sixteenth of the reading."""
+    for shift in range(RAMP_STEPS, 0, -1):
+        yield max(1, batch_size >> shift)
+    while True:
+        yield batch_size
+
+
+class EarlyInput:
+    """An Input opened and decoded on a thread of its own from a command's start, while the command
+    still imports its libraries (half a second and more of numba and pysam before the first read),
+    up to `limit` bytes. The reader that would open the same input with the same settings takes it
+    instead (opened): the bytes read ahead, then the rest, the same as one Input gives, an error
+    where it was met. Read in the block sizes the reader will ask for (`sizes`), so that it meets
+    the blocks, and an error, where it would have met them itself. What nobody takes is stopped and
+    closed by drop_early."""
+
+    def __init__(self, key: tuple, sizes: list):
+        self.key, self._sizes = key, sizes
+        self._blocks = collections.deque()
+        self._input = None
+        self._error = None
+        self._eof = False
+        self._stop = threading.Event()
+        # not a daemon: a decoder (rapidgzip) still running when the interpreter exits aborts it
+        self._thread = threading.Thread(target=self._run, name="early decode")
+        self._thread.start()
+
+    def _run(self):
+        try:
+            self._input = Input(*self.key)
+            for size in self._sizes:
+                if self._stop.is_set():
+                    return
+                block = self._input.read(size)
+                if not block:
+                    self._eof = True
+                    return
+                self._blocks.append(block)
+        except BaseException as exc:  # raised to the reader where the input gave it
+            self._error = exc
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+    def taken(self):
+        """Stops reading ahead; the input, its early bytes served first."""
+        self.stop()
+        return _Resumed(self._input, self._blocks, self._error, self._eof)
+
+
+class _Resumed:
+    """EarlyInput's input as the reader takes it: read(size) serves the bytes read ahead first (cut
+    and joined to `size`, as Input.read would give them), then reads on; an error the early thread met
+    is raised after its bytes."""
+
+    def __init__(self, input_, blocks, error, eof):
+        self._input, self._blocks, self._error, self._eof = input_, blocks, error, eof
+
+    def __getattr__(self, name):   # decoder, gzip, path: the input's
+        return getattr(self._input, name)
+
+    def read(self, size: int = -1) -> bytes:
+        parts, want = [], size
+        while self._blocks and (want < 0 or want > 0):
+            block = self._blocks.popleft()
+            if 0 <= want < len(block):
+                block, rest = block[:want], block[want:]
+                self._blocks.appendleft(rest)
+            parts.append(block)
+            want -= len(block)
+        if self._blocks or want == 0:
+            return b"".join(parts)
+        if self._error is not None:
+            if parts:   # the bytes before the error first, as one Input hands them out
+                return b"".join(parts)
+            raise self._error
+        if not self._eof:
+            parts.append(self._input.read(want))
+        return b"".join(parts)
+
+    def close(self):
+        if self._input is not None:
+            self._input.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if self._input is None:
+            return
+        if value is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except InputError:
+            pass
+
+
+_early = {}   # Input arguments -> EarlyInput
+_early_lock = threading.Lock()
+
+
+def decode_early(key: tuple, sizes: list):
+    """Starts decoding Input(*key) now, in blocks of `sizes`, for opened() to take later (regular
+    files only: a pipe's bytes must go to whoever reads it)."""
+    path = key[0]
+    if path == STDIN or not os.path.isfile(path):
+        return
+    with _early_lock:
+        if key not in _early:
+            _early[key] = EarlyInput(key, sizes)
+
+
+def opened(*key):
+    """Input(*key), or the one decode_early began with these arguments."""
+    with _early_lock:
+        early = _early.pop(key, None)
+    return early.taken() if early is not None else Input(*key)
+
+
+def drop_early():
+    """Stops and closes every early input nobody took (a command that ends before reading)."""
+    with _early_lock:
+        left = list(_early.values())
+        _early.clear()
+    for early in left:
+        early.taken().close()
+
+
+def start_decoding(paths: list, threads: int, ramp: bool):
+    """Begin decoding the reads of a map command (one file, or the two mate files) at once, each as
+    fastq.chunks will open and read it (in ramp_sizes' blocks with ramp, else whole blocks; mate files
+    with half the threads each, as fastq.read_pair_batches reads them), EARLY_BYTES at most: the
+    mapper's imports and start take half a second, and a run of pairs is bound by decoding its files."""
+    ends = itertools.takewhile(lambda n: n <= EARLY_BYTES, itertools.accumulate(
+        ramp_sizes(READ_BLOCK) if ramp else itertools.repeat(READ_BLOCK)))
+    ends = list(ends)
+    sizes = [b - a for a, b in zip([0] + ends, ends)]
+    per_file = threads if len(paths) == 1 else max(1, threads // 2)
+    for path in paths:
+        decode_early((path, "reads", per_file, None, PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS), sizes)

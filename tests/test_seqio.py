@@ -311,3 +311,80 @@ def test_blocks_of_lines_are_the_file_cut_after_line_ends(tmp_path, rng, block):
             for text, first in blocks:
                 assert first == seen.count(b"\n") + 1
                 seen += text
+
+
+# ---- decoding ahead from a command's start (seqio.decode_early, opened) ----------------------------
+
+def early_reads(key, ahead, sizes):
+    """The blocks opened(*key) gives for read sizes `sizes` (the rest by the last size) after
+    decode_early(key, ahead) had a moment to read blocks of `ahead` sizes, and the error it ends with."""
+    from gpualign import seqio
+    seqio.decode_early(key, ahead)
+    time.sleep(0.05)
+    blocks, error = [], None
+    with seqio.opened(*key) as fh:
+        try:
+            for size in sizes:
+                blocks.append(fh.read(size))
+            while True:
+                block = fh.read(sizes[-1])
+                blocks.append(block)
+                if not block:
+                    break
+        except InputError as exc:
+            error = str(exc)
+    return blocks, error
+
+
+@pytest.mark.parametrize("kind", ["plain", "gzip"])
+def test_an_input_decoded_ahead_gives_the_bytes_of_one_opened_now(tmp_path, rng, kind):
+    """Read sizes that cut across the blocks read ahead, or are those blocks; read ahead in part or
+    whole: the bytes, the sizes of the reads and the end are those of the same Input read from the start."""
+    text = b"".join(b"@r%d\n%s\n+\n%s\n" % (i, b"ACGT" * (i % 40), b"I" * 4 * (i % 40)) for i in range(30000))
+    path = tmp_path / ("r.fq.gz" if kind == "gzip" else "r.fq")
+    path.write_bytes(gzip.compress(text) if kind == "gzip" else text)
+    for ahead in ([], [1000], [len(text) // 3] * 2, [len(text) // 7] * 9, "same"):
+        sizes = [int(x) for x in rng.integers(1, 300000, size=int(rng.integers(1, 8)))]
+        key = (str(path), "reads", 1, None, 64 << 20, 12)
+        got, error = early_reads(key, sizes if ahead == "same" else ahead, sizes)
+        with Input(*key) as fh:
+            want = [fh.read(size) for size in sizes + [sizes[-1]] * (len(got) - len(sizes))]
+        assert error is None
+        assert [len(b) for b in got] == [len(b) for b in want], ahead
+        assert b"".join(got) == b"".join(want) == text
+    assert not [t for t in threading.enumerate() if t.name == "early decode"]
+
+
+def test_an_error_met_ahead_comes_after_the_bytes_before_it(tmp_path):
+    """A gzip file cut short: the bytes decoded before the damage, then the one-line error, as when
+    the reader meets it itself."""
+    whole = gzip.compress(b"@a\nACGT\n+\nIIII\n" * 200000)
+    path = tmp_path / "cut.fq.gz"
+    path.write_bytes(whole[:len(whole) * 2 // 3])
+    key = (str(path), "reads", 1, None, 64 << 20, 12)
+    got, error = early_reads(key, [1 << 16] * 100, [1 << 16])
+    assert error is not None and error.startswith(f"reads {path}: corrupt or truncated gzip data")
+    want = b""
+    with Input(*key) as fh:
+        with pytest.raises(InputError):
+            while True:
+                block = fh.read(1 << 16)
+                if not block:
+                    break
+                want += block
+    assert b"".join(got) == want and len(want) > 0
+
+
+def test_inputs_decoded_ahead_and_not_taken_are_stopped(tmp_path):
+    """drop_early stops and closes what no reader took (a command that failed before reading), and an
+    input opened with other settings is opened afresh, not from the one read ahead."""
+    from gpualign import seqio
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(gzip.compress(b"@a\nACGT\n+\nIIII\n" * 300000))
+    seqio.decode_early((str(path), "reads", 1, None, 64 << 20, 12), [1 << 20] * 100)
+    with seqio.opened(str(path), "reads", 2, None, 64 << 20, 12) as fh:   # other threads: not the early one
+        assert isinstance(fh, Input)
+    seqio.drop_early()
+    assert not [t for t in threading.enumerate() if t.name == "early decode"]
+    with seqio.opened(str(path), "reads", 1, None, 64 << 20, 12) as fh:   # dropped: opened afresh
+        assert isinstance(fh, Input)
