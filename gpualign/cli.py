@@ -10,7 +10,8 @@ import sys
 
 from . import __version__
 from .errors import InputError, one_line
-from .options import AUTO_K, HELP, INDEX_HELP, MAX_K, MIN_K, TUNING, IndexParams, MapParams, Tuning
+from .options import (AUTO_K, HELP, INDEX_HELP, MAX_K, MIN_K, OPTICAL_DISTANCE, OPTICAL_HELP, TUNING, IndexParams,
+                      MapParams, Tuning)
 
 GENOME_SUFFIXES = (".2bit.npy", ".nmask.npy", ".contigs.tsv")
 INDEX_SUFFIX = ".idx.npz"
@@ -20,6 +21,13 @@ def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
 
 
@@ -85,6 +93,8 @@ def get_argument_parser() -> argparse.ArgumentParser:
     io.add_argument("--summary", metavar="FILE",
                     help="what the run did, as JSON: reads, mapped, seconds, seconds per stage, the insert-size "
                          "estimates (paired) and duplicate counts (--markdup); the workflow's report plots it")
+    io.add_argument("--optical-distance", type=non_negative_int, default=OPTICAL_DISTANCE, metavar="N",
+                    help=OPTICAL_HELP)
     run = mp.add_argument_group("resources")
     run.add_argument("--backend", choices=["auto", "cuda", "cpu"], default="auto",
                      help="where kernels run [auto: cuda if a GPU is usable]")
@@ -218,6 +228,8 @@ def plan_and_map(args, log, argv, tuning: Tuning, read_paths: list):
                          f"output {args.output} is {'unsorted ' if out.fmt != 'sam' else ''}{out.fmt.upper()}")
     if args.markdup_metrics and not args.markdup:
         raise InputError("--markdup-metrics: give --markdup too")
+    if args.optical_distance and not args.markdup:
+        raise InputError("--optical-distance: give --markdup too")
     metrics = (plan_file(args.markdup_metrics, read_paths + files + beside, "--markdup-metrics")
                if args.markdup_metrics else (None, False))
     if metrics[0] is not None and metrics[0] in (out.path, out.index_path):
@@ -254,7 +266,7 @@ def map_with(args, log, argv, params, read_group, genome_prefix, fasta, out, met
                          read_group=read_group, command_line="gpualign " + shlex.join(argv), log=log, fmt=out.fmt,
                          compression_level=args.compression_level, sort=out.sort, index_path=index_path,
                          paired=bool(args.mates or args.interleaved), reference_fasta=fasta, markdup=args.markdup,
-                         metrics_path=metrics_path, output_name=out.given)
+                         metrics_path=metrics_path, output_name=out.given, optical_distance=args.optical_distance)
         if summary_path:
             write_summary(summary_path, done)
     return 0

@@ -24,13 +24,14 @@ import pysam
 
 from . import cram, pairing, trace
 from .backends import get_backend
+from .bam.markdup import duplicates_line
 from .bam.records import batch_bam_records, record_slices
 from .bam.sam_records import batch_records
 from .bam.sort import SortedBam, UnsortedBam
 from .batches import as_batches, block_of_fragments, block_starts
 from .choose import HOST_PARALLEL, Choice, Loci, loci_of, place_multi_exact, single_end_choice
 from .errors import InputError
-from .options import MapParams
+from .options import MapParams, check_optical_distance
 from .output import scratch_dir
 from .reads import Reads, encode_reads
 from .sam import make_header
@@ -278,7 +279,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
               threads: int = 1, read_group=None, command_line="gpualign", log=None, fmt: str = "bam",
               compression_level: int = 6, sort: bool = False, index_path: str | None = None, paired: bool = False,
               reference_fasta: str | None = None, markdup: bool = False, metrics_path: str | None = None,
-              output_name: str | None = None):
+              output_name: str | None = None, optical_distance: int = 0):
     """Map reads (one Reads, or an iterable of batches as fastq.read_batches gives) and write them
     to out_path ('-' is stdout) as fmt: 'bam' (coordinate-sorted with sort=True, plus a .bai at
     index_path if given), 'sam' (read order), or 'cram' (as bam, re-encoded by htslib against
@@ -286,7 +287,8 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
     paired: the reads interleave mates (fastq.read_interleaved_pairs gives them so).
     markdup: flag duplicates as the sorted BAM is written (bam/markdup.py; sorted BAM or CRAM only),
     their metrics in Picard's layout at metrics_path if given, naming the BAM output_name (MultiQC's
-    sample name; default out_path).
+    sample name; default out_path); optical_distance: count optical duplicates within that many
+    pixels (bam/optical.py; 0: none).
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     p.check()
@@ -294,11 +296,13 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
         raise ValueError(f"map_reads: fmt {fmt!r}")
     if markdup and (fmt == "sam" or not sort):
         raise ValueError("map_reads: markdup needs sorted BAM or CRAM output")
+    check_optical_distance(optical_distance)
     if fmt == "cram":
         with cram.via_bam(out_path, reference_fasta, threads, index_path) as bam_path:
             return map_reads(genome, index, reads, bam_path, p, backend_name, threads, read_group, command_line,
                              log, "bam", compression_level, sort, None, paired, markdup=markdup,
-                             metrics_path=metrics_path, output_name=output_name or out_path)
+                             metrics_path=metrics_path, output_name=output_name or out_path,
+                             optical_distance=optical_distance)
     sam = fmt == "sam"
     # batches are assembled ahead on a thread of their own (mates paired, re-cut, interleaved: copies)
     batches = reader = in_background(as_batches(reads, p.batch_size, paired, p.tuning.insert_block), depth=2)
@@ -325,7 +329,8 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
 
         def encode(batch, res, first, last):
             with times("BAM records (worker threads)"):
-                return batch_bam_records(batch, res, genome, rg_id, first, last, dup=markdup)
+                return batch_bam_records(batch, res, genome, rg_id, first, last, dup=markdup,
+                                         optical=optical_distance > 0)
 
         if sam:   # text output goes through pysam's records; BAM is encoded in bulk (bam.records)
             out = pysam.AlignmentFile(out_path, "w", header=header)
@@ -333,7 +338,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
             out = SortedBam(out_path, header, encode, compression_level, threads, index_path, times,
                             work_dir=scratch_dir(out_path), markdup=markdup,
                             library=(read_group or {}).get("LB"), metrics_path=metrics_path, command=command_line,
-                            output_name=output_name)
+                            output_name=output_name, optical_distance=optical_distance)
         else:
             out = UnsortedBam(out_path, header, encode, compression_level, threads)
         progress = Progress(log, backend.NAME)
@@ -372,8 +377,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
         log(f"{progress.proper} reads in proper pairs ({100 * progress.proper / max(progress.reads, 1):.2f}%)")
     if markdup:
         (library, m), = out.dup_metrics.items()
-        log(f"duplicates ({library}): {m['UNPAIRED_READ_DUPLICATES']} of {m['UNPAIRED_READS_EXAMINED']} single reads, "
-            f"{m['READ_PAIR_DUPLICATES']} of {m['READ_PAIRS_EXAMINED']} pairs ({100 * m['PERCENT_DUPLICATION']:.2f}%)")
+        log(duplicates_line(library, m))
     log(f"done: {progress.reads} reads, {progress.mapped} mapped, {elapsed:.1f} s, "
         f"{progress.reads / max(elapsed, 1e-9):.0f} reads/s, backend {backend.NAME}")
     return run_summary(progress, elapsed, backend.NAME, times, paired, out.dup_metrics if markdup else None)

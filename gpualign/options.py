@@ -97,6 +97,23 @@ class MapParams:
         return [f.name for f in fields(cls) if f.name != "tuning"]
 
 
+# Duplicate marking (bam/markdup.py): optical duplicates are counted among pairs whose reads lie within this
+# many pixels of each other on one tile (their names give tile, x, y); 0: not looked for. Picard's
+# OPTICAL_DUPLICATE_PIXEL_DISTANCE is 100 (2500 is advised for patterned flow cells: HiSeq X, NovaSeq).
+OPTICAL_DISTANCE = 0
+OPTICAL_HELP = ("with --markdup: count optical duplicates, pairs whose Illumina read names (tile:x:y in the last "
+                "three ':' fields) lie within N pixels on one tile, as Picard's OPTICAL_DUPLICATE_PIXEL_DISTANCE "
+                "(100; 2500 for patterned flow cells); they are flagged as any duplicate, counted apart in the "
+                f"metrics [{OPTICAL_DISTANCE}: off]")
+
+
+def check_optical_distance(distance: int) -> int:
+    """The optical pixel distance, or InputError naming the bad value."""
+    if not isinstance(distance, int) or isinstance(distance, bool) or distance < 0:
+        raise InputError(f"optical duplicate pixel distance {distance!r}: must be a whole number, 0 or more")
+    return distance
+
+
 # What each index option means, for `gpualign index --help` (the workflow's schema says the same)
 INDEX_HELP = {
     "k": "k-mer length of the hash bins, also the read header length used to look them up; auto picks the "

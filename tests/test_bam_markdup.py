@@ -18,7 +18,7 @@ import pysam
 import pytest
 
 from gpualign.bam.markdup import decide, estimate_library_size
-from gpualign.bam.records import D_COLS, D_END, D_FIRST, D_MATE, D_SCORE
+from gpualign.bam.records import D_COLS, D_END, D_FIRST, D_FLAGS, D_MATE, D_SCORE
 from gpualign.cli import get_argument_parser, main, run_map
 from gpualign.errors import InputError
 from gpualign.options import TUNING
@@ -143,20 +143,21 @@ def test_decide_pairs_win_and_ties_go_to_the_first_record():
     """Hand-made rows: a pair and a fragment at one end (the fragment flagged), two fragments of
     equal score (the one written first kept), a lower-scoring pair flagged with its mate."""
     d = np.full((8, D_COLS), -1, dtype=np.int64)
-    d[:, 4] = 0
+    d[:, D_FLAGS] = 0
     end = lambda pos, rev=0: (pos << 1) | rev  # noqa: E731
     # rows 0,1: a pair (ends 100+, 400-), score 50; rows 2,3: the same ends, score 40
     for a, s in ((0, 50), (2, 40)):
-        d[a] = [end(100), end(400, 1), s, 10, 0]
-        d[a + 1] = [end(400, 1), end(100), s, 10, 1]
-    d[4] = [end(100), -1, 99, 12, 0]      # a fragment at the pair's end: flagged despite its score
-    d[6] = [end(700), -1, 30, 20, 0]      # two fragments of equal score: the first written kept
-    d[7] = [end(700), -1, 30, 19, 0]
-    dup = decide(d, mate=np.array([1, 0, 3, 2, 5, 4, 7, 6]))
+        d[a, :5] = [end(100), end(400, 1), s, 10, 0]
+        d[a + 1, :5] = [end(400, 1), end(100), s, 10, 1]
+    d[4, :5] = [end(100), -1, 99, 12, 0]      # a fragment at the pair's end: flagged despite its score
+    d[6, :5] = [end(700), -1, 30, 20, 0]      # two fragments of equal score: the first written kept
+    d[7, :5] = [end(700), -1, 30, 19, 0]
+    dup, optical = decide(d, mate=np.array([1, 0, 3, 2, 5, 4, 7, 6]))
     assert dup.tolist() == [False, False, True, True, True, False, True, False]
+    assert not optical.any()
     d[2:4, D_SCORE] = 50                  # now a tie: the pair written first (sort key 10, row 0) kept
     d[0:2, D_FIRST] = 11
-    assert decide(d, mate=np.array([1, 0, 3, 2, 5, 4, 7, 6]))[:4].tolist() == [True, True, False, False]
+    assert decide(d, mate=np.array([1, 0, 3, 2, 5, 4, 7, 6]))[0][:4].tolist() == [True, True, False, False]
     assert d[5, D_END] == -1 and d[5, D_MATE] == -1
 
 

@@ -23,10 +23,14 @@ never removed. The rules are Picard MarkDuplicates' and `samtools markdup`'s (te
   records alone, not on batches or threads.
 - Unmapped reads, unmapped mates of flagged reads included, are never flagged (Picard, and
   `samtools markdup` without -S). gpualign writes no secondary or supplementary records.
-- Libraries: one run is one library (its read group's LB; without one, Picard's "Unknown Library").
+- Libraries: a read group's LB (without one, Picard's "Unknown Library"); a run of `gpualign map` is
+  one read group, a merge (merge.py) sees every input's.
+- Optical duplicates (optical.py), with a pixel distance: counted among the pairs of each set as
+  Picard does (READ_PAIR_OPTICAL_DUPLICATES), flagged like any other duplicate, and left out of
+  the pairs ESTIMATED_LIBRARY_SIZE is estimated from.
 
-Metrics are written in Picard's DuplicationMetrics layout (write_metrics), which MultiQC's Picard
-module reads. Optical duplicates are not detected: READ_PAIR_OPTICAL_DUPLICATES is 0.
+Metrics are written in Picard's DuplicationMetrics layout (write_metrics), one row a library,
+which MultiQC's Picard module reads; read_metrics reads them back.
 """
 
 import math
@@ -34,7 +38,8 @@ import math
 import numpy as np
 
 from ..output import open_binary
-from .records import D_END, D_FIRST, D_FLAGS, D_MATE, D_SCORE, FIRST_IS_MATE
+from .optical import FR, OTHER, RF, optical_in_sets
+from .records import D_END, D_FIRST, D_FLAGS, D_LOC, D_MATE, D_SCORE, FIRST_IS_MATE, IS_READ1, NOT_PRIMARY
 
 FLAG_DUP_BYTE = 19     # the record byte holding the flag's high 8 bits (block_size 4 + 14 bytes, + 1)
 FLAG_DUP_BIT = 0x04    # 0x400 >> 8
@@ -45,13 +50,16 @@ METRIC_COLUMNS = ("LIBRARY", "UNPAIRED_READS_EXAMINED", "READ_PAIRS_EXAMINED", "
                   "READ_PAIR_OPTICAL_DUPLICATES", "PERCENT_DUPLICATION", "ESTIMATED_LIBRARY_SIZE")
 
 
-def decide(d, lib=None, mate=None):
-    """Which records are duplicates: a bool array in input order. d: dup_fields rows of every
-    record of the output, in input order (records.D_* columns); lib: each record's library number
-    (None: one library); mate: each record's mate's row (None: paired records interleave mates,
-    the mate of row i is row i ^ 1)."""
+def decide(d, lib=None, mate=None, rg=None, distance=0):
+    """Which records are duplicates, and which pairs are optical duplicates: (dup, optical), bool
+    arrays in input order (optical: True on the lower row of each such pair). d: dup_fields rows of
+    every record of the output, in input order (records.D_* columns); lib: each record's library
+    number (None: one library); mate: each record's mate's row (None: paired records interleave
+    mates, the mate of row i is row i ^ 1); rg: read group numbers (None: one), which optical
+    duplicates must share; distance: the optical pixel distance (0: none counted)."""
     n = d.shape[0]
     dup = np.zeros(n, dtype=bool)
+    optical = np.zeros(n, dtype=bool)
     idx = np.arange(n, dtype=np.int64)
     lib = np.zeros(n, dtype=np.int64) if lib is None else np.asarray(lib, dtype=np.int64)
     mate = idx ^ 1 if mate is None else np.asarray(mate, dtype=np.int64)
@@ -63,9 +71,16 @@ def decide(d, lib=None, mate=None):
     rep = np.flatnonzero(in_pair & (idx < mate))
     lo, hi = np.minimum(end[rep], mend[rep]), np.maximum(end[rep], mend[rep])
     order = np.lexsort((first_row[rep], first[rep], -score[rep], hi, lo, lib[rep]))
-    gone = rep[order[1:][same_set(order, lib[rep], lo, hi)]]
+    same = same_set(order, lib[rep], lo, hi)
+    gone = rep[order[1:][same]]
     dup[gone] = True
     dup[mate[gone]] = True
+    if distance > 0 and len(rep):
+        rows = rep[order]
+        set_start = np.flatnonzero(np.concatenate(([True], ~same, [True])))
+        rg_rows = np.zeros(len(rows), dtype=np.int64) if rg is None else np.asarray(rg, dtype=np.int64)[rows]
+        optical[rows] = optical_in_sets(set_start, d[rows, D_LOC], rg_rows, optical_orientation(d[rows]),
+                                        int(distance))
 
     # fragments: sets by library and end; a set with a read of a pair flags all its fragments
     cand = np.flatnonzero(end >= 0)
@@ -77,7 +92,16 @@ def decide(d, lib=None, mate=None):
     new_set = np.ones(len(rows), dtype=bool)
     new_set[1:] = ~same_set(order, lib[cand], end[cand])
     dup[rows[~new_set & (paired[order] == 0)]] = True
-    return dup
+    return dup, optical
+
+
+def optical_orientation(d):
+    """FR, RF or OTHER of pairs (rows of one mate each): read 1's strand, then read 2's (Picard's
+    orientationForOpticalDuplicates), whichever mate the row is."""
+    own, other = d[:, D_END] & 1, d[:, D_MATE] & 1
+    read1 = (d[:, D_FLAGS] & IS_READ1) != 0
+    r1, r2 = np.where(read1, own, other), np.where(read1, other, own)
+    return np.where((r1 == 0) & (r2 == 1), FR, np.where((r1 == 1) & (r2 == 0), RF, OTHER)).astype(np.int64)
 
 
 def same_set(order, *columns):
@@ -92,22 +116,22 @@ def same_set(order, *columns):
 
 def flag_duplicates(records, sizes, dup):
     """Set 0x400 in the flags of the concatenated BAM records (of the given sizes, in order) whose
-    dup is True, in place."""
-    if dup.any():
-        starts = np.cumsum(sizes, dtype=np.int64) - sizes
-        records[starts[dup] + FLAG_DUP_BYTE] |= FLAG_DUP_BIT
+    dup is True and clear it in the others, in place: a merge's inputs carry their own units' marks."""
+    at = np.cumsum(sizes, dtype=np.int64) - sizes + FLAG_DUP_BYTE
+    records[at] = (records[at] & ~np.uint8(FLAG_DUP_BIT)) | np.where(dup, FLAG_DUP_BIT, 0).astype(np.uint8)
 
 
-def metrics(d, dup, mate=None):
+def metrics(d, dup, optical=None):
     """Picard's DuplicationMetrics counts of one library (the records' dup_fields rows and
     decide's flags)."""
     end, mend = d[:, D_END], d[:, D_MATE]
     in_pair = (end >= 0) & (mend >= 0)
     single = (end >= 0) & (mend < 0)
+    not_primary = (d[:, D_FLAGS] & NOT_PRIMARY) != 0
     m = {"UNPAIRED_READS_EXAMINED": int(single.sum()), "READ_PAIRS_EXAMINED": int(in_pair.sum()) // 2,
-         "SECONDARY_OR_SUPPLEMENTARY_RDS": 0, "UNMAPPED_READS": int((end < 0).sum()),
+         "SECONDARY_OR_SUPPLEMENTARY_RDS": int(not_primary.sum()), "UNMAPPED_READS": int(((end < 0) & ~not_primary).sum()),
          "UNPAIRED_READ_DUPLICATES": int((dup & single).sum()), "READ_PAIR_DUPLICATES": int((dup & in_pair).sum()) // 2,
-         "READ_PAIR_OPTICAL_DUPLICATES": 0}
+         "READ_PAIR_OPTICAL_DUPLICATES": 0 if optical is None else int(optical.sum())}
     examined = m["UNPAIRED_READS_EXAMINED"] + 2 * m["READ_PAIRS_EXAMINED"]
     m["PERCENT_DUPLICATION"] = ((m["UNPAIRED_READ_DUPLICATES"] + 2 * m["READ_PAIR_DUPLICATES"]) / examined
                                 if examined else 0.0)
@@ -115,6 +139,22 @@ def metrics(d, dup, mate=None):
         m["READ_PAIRS_EXAMINED"] - m["READ_PAIR_OPTICAL_DUPLICATES"],
         m["READ_PAIRS_EXAMINED"] - m["READ_PAIR_DUPLICATES"])
     return m
+
+
+def library_metrics(d, dup, optical, lib, names):
+    """metrics() of each library that has records ({name: counts}; names[i] is library i's), or of
+    the first when none has (an empty input still gets its row)."""
+    rows = {name: metrics(d[lib == i], dup[lib == i], optical[lib == i])
+            for i, name in enumerate(names) if (lib == i).any()}
+    return rows or {names[0]: metrics(d[:0], dup[:0], optical[:0])}
+
+
+def duplicates_line(library: str, m) -> str:
+    """One log line of a library's metrics()."""
+    optical = f", {m['READ_PAIR_OPTICAL_DUPLICATES']} optical" if m["READ_PAIR_OPTICAL_DUPLICATES"] else ""
+    return (f"duplicates ({library}): {m['UNPAIRED_READ_DUPLICATES']} of {m['UNPAIRED_READS_EXAMINED']} single reads, "
+            f"{m['READ_PAIR_DUPLICATES']} of {m['READ_PAIRS_EXAMINED']} pairs{optical} "
+            f"({100 * m['PERCENT_DUPLICATION']:.2f}%)")
 
 
 def estimate_library_size(pairs: int, unique: int):
@@ -143,16 +183,34 @@ def estimate_library_size(pairs: int, unique: int):
     return int(unique * (lo + hi) / 2.0)
 
 
-def write_metrics(path: str, rows, source: str, command: str):
+def write_metrics(path: str, rows, source: str, command: str, distance: int = 0):
     """A metrics file in Picard MarkDuplicates' layout (## METRICS CLASS picard.sam.DuplicationMetrics),
     one row a library: rows maps a library name to metrics(); source names the BAM (MultiQC takes
-    the sample name from INPUT=)."""
+    the sample name from INPUT=); distance: the optical pixel distance (0: not looked for)."""
+    optical = f"OPTICAL_DUPLICATE_PIXEL_DISTANCE={distance}" if distance else "no optical duplicates"
     lines = ["## htsjdk.samtools.metrics.StringHeader",
              f"# picard.sam.markduplicates.MarkDuplicates INPUT=[{source}] (duplicates marked by {command}, "
-             "in Picard's layout; no optical duplicates)",
+             f"in Picard's layout; {optical})",
              "", "## METRICS CLASS\tpicard.sam.DuplicationMetrics", "\t".join(METRIC_COLUMNS)]
     for library, m in rows.items():
         values = [library] + [m[c] for c in METRIC_COLUMNS[1:]]
         lines.append("\t".join("" if v is None else f"{v:.6f}" if isinstance(v, float) else str(v) for v in values))
     with open_binary(path) as fh:   # '-' is stdout
         fh.write(("\n".join(lines) + "\n\n").encode())
+
+
+def read_metrics(path: str):
+    """The rows of a metrics file that write_metrics (or Picard) wrote: {library: {column: value}},
+    numbers as int or float, empty values None."""
+    with open(path) as fh:
+        lines = fh.read().split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith("## METRICS CLASS")) + 1
+    columns = lines[at].split("\t")
+    rows = {}
+    for line in lines[at + 1:]:
+        if not line.strip():
+            break
+        values = dict(zip(columns, line.split("\t")))
+        rows[values.pop("LIBRARY")] = {c: None if v == "" else float(v) if "." in v else int(v)
+                                       for c, v in values.items()}
+    return rows

@@ -36,6 +36,7 @@ from ..sam import (FLAG_MATE_REVERSE, FLAG_MATE_UNMAPPED, FLAG_PAIRED, FLAG_PROP
                    FLAG_REVERSE, FLAG_UNMAPPED)
 from ..tags import append_tags, comment_tags
 from .bai import reg2bin
+from .optical import name_locations
 
 use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
@@ -46,10 +47,14 @@ RECORDS_PER_TASK = 1 << 15   # records one encoding task writes: a batch's are s
 F_FLAG, F_RID, F_POS, F_END, F_MRID, F_MPOS, F_TLEN, F_MQ = range(8)
 UNMAPPED_KEY = np.iinfo(np.int64).max   # unmapped reads sort last, in input order
 # columns of dup_fields; a duplicate-marking end packs (contig << DUP_RID_SHIFT) | ((pos + DUP_POS_BIAS) << 1)
-# | reverse, so ends compare as (contig, unclipped 5' position, strand)
-D_END, D_MATE, D_SCORE, D_FIRST, D_FLAGS = range(5)
-D_COLS = 5
-FIRST_IS_MATE = 1   # D_FLAGS: the fragment's first record in the sorted output is the mate's
+# | reverse, so ends compare as (contig, unclipped 5' position, strand); D_LOC: the read's place on the
+# flow cell for optical duplicates (optical.read_location; -1: none or not asked for)
+D_END, D_MATE, D_SCORE, D_FIRST, D_FLAGS, D_LOC = range(6)
+D_COLS = 6
+# D_FLAGS bits
+FIRST_IS_MATE = 1   # the fragment's first record in the sorted output is the mate's
+IS_READ1 = 2        # the record is read 1 of a pair (optical duplicates go by read 1's strand, then read 2's)
+NOT_PRIMARY = 4     # a secondary or supplementary record (never a candidate; counted apart in the metrics)
 DUP_RID_SHIFT, DUP_POS_BIAS = 35, 1 << 32
 
 
@@ -464,7 +469,7 @@ def dup_fields(reads, aln, fields, keys, paired, first, last):
     for i in range(n):
         out[i, D_SCORE] = score[i]
         out[i, D_FIRST] = keys[i]
-        out[i, D_FLAGS] = 0
+        out[i, D_FLAGS] = IS_READ1 if fields[i, F_FLAG] & FLAG_READ1 else 0
         m = (first + i) ^ 1
         if paired and out[i, D_END] >= 0 and row_of[m] >= 0:
             mi = m - first
@@ -472,7 +477,7 @@ def dup_fields(reads, aln, fields, keys, paired, first, last):
             out[i, D_SCORE] = score[i] + score[mi]
             if keys[mi] < keys[i] or (keys[mi] == keys[i] and mi < i):   # the mate is written first
                 out[i, D_FIRST] = keys[mi]
-                out[i, D_FLAGS] = FIRST_IS_MATE
+                out[i, D_FLAGS] |= FIRST_IS_MATE
     return out
 
 
@@ -494,13 +499,16 @@ def record_slices(n: int):
     return [(a, min(n, a + RECORDS_PER_TASK)) for a in range(0, n, RECORDS_PER_TASK)]
 
 
-def batch_bam_records(batch, res, genome, rg_id, first=0, last=None, dup=False):
+def batch_bam_records(batch, res, genome, rg_id, first=0, last=None, dup=False, optical=False):
     """The BAM records of reads first..last-1 of a batch (all by default), in input order: (bytes,
-    record offsets, coordinate sort keys), and with dup their duplicate-marking fields (dup_fields)."""
+    record offsets, coordinate sort keys), and with dup their duplicate-marking fields (dup_fields;
+    with optical, the reads' flow-cell places from their names too)."""
     last = len(batch) if last is None else last
     rg = np.frombuffer((rg_id or "").encode(), dtype=np.uint8)
     reads, aln, ref, proper, paired = kernel_args(batch, res, genome)
     buf, offsets, keys, dupf = encode_batch(reads, aln, ref, rg, proper, paired, first, last, MEMMOVE, dup)
+    if dup and optical:
+        dupf[:, D_LOC] = name_locations(batch.names, batch.name_off, first, last)
     if batch.has_comments:   # read with -C: the comments' tags end each record
         _, _, tags, tag_off = comment_tags(batch.comments[batch.comment_off[first]:batch.comment_off[last]],
                                            batch.comment_off[first:last + 1] - batch.comment_off[first])

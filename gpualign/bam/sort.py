@@ -171,15 +171,18 @@ class SortedBam(RecordSink):
 
     markdup: mark duplicates (markdup.py) as the records are written; `encode` then also gives each
     slice's duplicate-marking fields (records.dup_fields), kept in input order beside the sort keys
-    (40 bytes a record, and 4 for the row's place in its slice). After the last batch, decide()
+    (48 bytes a record, and 4 for the row's place in its slice). After the last batch, decide()
     picks the duplicates from those arrays alone, and each part sets 0x400 in its gathered records
     before compressing them. `library` names the one library for the metrics; `metrics_path`, if
-    given, gets them in Picard's DuplicationMetrics layout; self.dup_metrics holds them after close."""
+    given, gets them in Picard's DuplicationMetrics layout; self.dup_metrics holds them after close;
+    optical_distance: count optical duplicates within that many pixels (0: none)."""
 
     def __init__(self, path, header, encode, level, threads, index_path=None, times=None, work_dir=None,
-                 markdup=False, library=None, metrics_path=None, command="gpualign", output_name=None):
+                 markdup=False, library=None, metrics_path=None, command="gpualign", output_name=None,
+                 optical_distance=0):
         super().__init__(lambda *item: self.sorted_records(*encode(*item)), threads)
         self.markdup, self.library, self.metrics_path, self.command = markdup, library, metrics_path, command
+        self.optical_distance = optical_distance
         self.output_name = output_name or path
         self.orders, self.dups = [], []
         self.dup_metrics = None
@@ -237,9 +240,7 @@ class SortedBam(RecordSink):
                 shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     def write_sorted(self):
-        """The sorted BAM, its parts merged, gathered and compressed on all threads; returns the
-        records' index entries (index_entries' rows, the virtual offsets moved to where each part
-        landed), filled in by the main thread as the parts come, while the others compress."""
+        """The sorted BAM (write_runs); returns the records' index entries."""
         keys, starts, sizes = (np.concatenate(a) if a else np.zeros(0, dtype=np.int64)
                                for a in (self.keys, self.starts, self.sizes))
         run_off = np.cumsum([0] + [len(k) for k in self.keys], dtype=np.int64)
@@ -247,37 +248,8 @@ class SortedBam(RecordSink):
         dup_row = self.duplicates(run_off) if self.markdup else None
         src = (np.memmap(self.run.name, dtype=np.uint8, mode="r") if self.written
                else np.zeros(0, dtype=np.uint8))
-
-        def part(first):
-            if first is None:
-                return sized_bgzf_blocks(header_bytes(self.header), self.level)[0], None
-            with trace.span("merge sorted runs"):
-                rows = part_rows(keys, run_off, first, min(len(keys), first + PART_RECORDS))
-            with trace.span("gather sorted records"):
-                records = gather(src, starts, sizes, rows, MEMMOVE)
-            if dup_row is not None:
-                with trace.span("flag duplicates"):
-                    flag_duplicates(records, sizes[rows], dup_row[rows])
-            blocks, csizes, usizes = sized_bgzf_blocks(records, self.level)
-            if not self.index_path:
-                return blocks, None
-            with trace.span("index sorted records"):
-                return blocks, index_entries(records, csizes, usizes)
-
-        entries = np.empty((7, len(keys) if self.index_path else 0), dtype=np.int64)
-        done = at = 0
-        tasks = itertools.chain([None], range(0, len(keys), PART_RECORDS))   # None: the header
-        with open_binary(self.path) as fh, ThreadPoolExecutor(max_workers=self.threads) as pool:
-            for blocks, part_entries in ordered_map(pool, part, tasks, 2 * self.threads):
-                fh.write(blocks)
-                if part_entries is not None:
-                    m = part_entries.shape[1]
-                    entries[:, done:done + m] = part_entries
-                    entries[5:, done:done + m] += at << 16
-                    done += m
-                at += len(blocks)
-            fh.write(BGZF_EOF)
-        return entries
+        return write_runs(self.path, self.header, self.level, self.threads, src, keys, starts, sizes, run_off,
+                          dup_row, bool(self.index_path))
 
     def duplicates(self, run_off):
         """Which rows (of the runs' concatenated arrays, each run in key order) are duplicates:
@@ -286,11 +258,11 @@ class SortedBam(RecordSink):
         metrics are counted here and written at once when asked for."""
         with self.times("sorted BAM: mark duplicates"):
             d = (np.concatenate(self.dups) if self.dups else np.zeros((0, D_COLS), dtype=np.int64))
-            dup = decide(d)
-            self.dup_metrics = {self.library or UNKNOWN_LIBRARY: metrics(d, dup)}
+            dup, optical = decide(d, distance=self.optical_distance)
+            self.dup_metrics = {self.library or UNKNOWN_LIBRARY: metrics(d, dup, optical)}
             if self.metrics_path:
                 write_metrics(self.metrics_path, self.dup_metrics, os.path.basename(self.output_name),
-                              self.command)
+                              self.command, self.optical_distance)
             dup_row = np.empty(len(d), dtype=bool)
             for j, order in enumerate(self.orders):
                 dup_row[run_off[j]:run_off[j + 1]] = dup[run_off[j] + order]
@@ -298,16 +270,60 @@ class SortedBam(RecordSink):
             return dup_row
 
     def write_index(self, entries):
-        """The .bai from the records' index entries (write_sorted's)."""
-        tid, pos, end, bins, flag, vstart, vend = entries
-        with open(self.index_path, "wb") as fh:
-            fh.write(build_bai(len(self.header.references), tid, pos, end, bins, flag,
-                               vstart.view(np.uint64), vend.view(np.uint64)))
+        """The .bai from the records' index entries (write_runs')."""
+        write_bai(self.index_path, len(self.header.references), entries)
 
     def abort(self):
         super().abort()
         self.run.close()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, dup_row=None, index=True):
+    """A sorted BAM from sorted runs of records (SortedBam's, or a merge's inputs): its parts merged,
+    gathered and compressed on all threads. src: the runs' records; keys, starts, sizes: the runs'
+    concatenated rows (run j is rows run_off[j]..run_off[j+1]-1, in key order); dup_row: each row's
+    duplicate flag, set or cleared in its record (None: records as they are). Returns the records'
+    index entries (index_entries' rows, the virtual offsets moved to where each part landed; none
+    unless index), filled in by the main thread as the parts come, while the others compress."""
+
+    def part(first):
+        if first is None:
+            return sized_bgzf_blocks(header_bytes(header), level)[0], None
+        with trace.span("merge sorted runs"):
+            rows = part_rows(keys, run_off, first, min(len(keys), first + PART_RECORDS))
+        with trace.span("gather sorted records"):
+            records = gather(src, starts, sizes, rows, MEMMOVE)
+        if dup_row is not None:
+            with trace.span("flag duplicates"):
+                flag_duplicates(records, sizes[rows], dup_row[rows])
+        blocks, csizes, usizes = sized_bgzf_blocks(records, level)
+        if not index:
+            return blocks, None
+        with trace.span("index sorted records"):
+            return blocks, index_entries(records, csizes, usizes)
+
+    entries = np.empty((7, len(keys) if index else 0), dtype=np.int64)
+    done = at = 0
+    tasks = itertools.chain([None], range(0, len(keys), PART_RECORDS))   # None: the header
+    with open_binary(path) as fh, ThreadPoolExecutor(max_workers=threads) as pool:
+        for blocks, part_entries in ordered_map(pool, part, tasks, 2 * threads):
+            fh.write(blocks)
+            if part_entries is not None:
+                m = part_entries.shape[1]
+                entries[:, done:done + m] = part_entries
+                entries[5:, done:done + m] += at << 16
+                done += m
+            at += len(blocks)
+        fh.write(BGZF_EOF)
+    return entries
+
+
+def write_bai(path, n_ref, entries):
+    """The .bai of n_ref references from the records' index entries (write_runs')."""
+    tid, pos, end, bins, flag, vstart, vend = entries
+    with open(path, "wb") as fh:
+        fh.write(build_bai(n_ref, tid, pos, end, bins, flag, vstart.view(np.uint64), vend.view(np.uint64)))
 
 
 # one unmapped record at refID 0, pos 0, named "a": the smallest whole BAM record

@@ -2,17 +2,17 @@
 
 A sample's FASTQ is cut into N files of consecutive records (chunk c holds records
 [c*n//N, (c+1)*n//N)), each aligned as its own job into a coordinate-sorted BAM, and the chunk
-BAMs are merged by `samtools merge`. Because the chunks keep the input order and samtools breaks
-ties between files by their order, the merged BAM holds the records of the unsplit run in the
-same order: every read is mapped on its own, so neither the split nor the batch changes a result.
+BAMs are merged (bam/merge.py, duplicates marked on the way out). Because the chunks keep the input
+order and the merge breaks ties between files by their order, the merged BAM holds the records of
+the unsplit run in the same order: every read is mapped on its own, so neither the split nor the
+batch changes a result.
 """
 
 import contextlib
 import os
 
-import pysam
-
 from ..atomic import atomic_path
+from ..bam.merge import merge_sorted
 from ..errors import InputError
 from ..fastq import checked_records, chunks, cut_records, read_pair_batches
 from ..batches import BLOCK, block_starts
@@ -91,25 +91,23 @@ def split_pairs(path1: str, path2: str, outputs: list[str], threads: int = 1, bl
     return [2 * (bounds[c + 1] - bounds[c]) for c in range(len(outputs))]
 
 
-def merge_sorted_bams(inputs: list[str], out_bam: str, threads: int = 1, level: int = 1,
-                      header: str | None = None, what: str = "chunk"):
-    """One coordinate-sorted BAM + .bai from coordinate-sorted chunk BAMs, in chunk order on ties.
-
-    Headers: @RG and @PG lines with the same ID are combined (-c -p), as the chunks share them.
-    header: a SAM header file to start from instead of the first input's (samtools merge -h), as
-    the units of a sample give (what = "unit", the word messages use for the inputs).
-    """
+def merge_sorted_bams(inputs: list[str], out_bam: str, threads: int = 1, level: int = 1, header=None,
+                      what: str = "chunk", markdup: bool = False, optical_distance: int = 0,
+                      metrics: str | None = None, command: str = "gpualign workflow merge"):
+    """One coordinate-sorted BAM + .bai from coordinate-sorted chunk (or unit) BAMs, in input order
+    on ties (bam/merge.py). header: the output's (a dict or pysam.AlignmentHeader; default: the
+    first input's, which chunks share). With markdup, duplicates are marked across all inputs as
+    the BAM is written, and Picard-style metrics go to `metrics` if given. what: the word messages
+    use for the inputs. Returns merge_sorted's summary."""
     for path in inputs:
         if not os.path.isfile(path):
             raise InputError(f"{what} BAM {path}: no such file")
-    with atomic_path(out_bam + ".bai") as tmp_bai, atomic_path(out_bam) as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp_metrics = stack.enter_context(atomic_path(metrics)) if metrics else None
+        tmp_bai = stack.enter_context(atomic_path(out_bam + ".bai"))
+        tmp = stack.enter_context(atomic_path(out_bam))
         try:
-            # the index is written while merging (##idx## names its file), not by a second read
-            # --no-PG: samtools' own @PG would name this run's temporary files, so the header would
-            # change from run to run
-            pysam.merge("-f", "-c", "-p", "--no-PG", "-l", str(level), "-@", str(max(1, threads)), "--write-index",
-                        *(["-h", header] if header else []),
-                        "-o", f"{tmp}##idx##{tmp_bai}", *inputs)
-        except pysam.SamtoolsError as err:
-            raise InputError(f"merging {len(inputs)} {what} BAMs into {out_bam}: "
-                             f"{' '.join(str(err).split())[:300]}") from None
+            return merge_sorted(inputs, tmp, tmp_bai, header, threads, level, markdup, optical_distance,
+                                tmp_metrics, command, output_name=out_bam)
+        except InputError as err:
+            raise InputError(f"merging {len(inputs)} {what} BAMs into {out_bam}: {err}") from None
