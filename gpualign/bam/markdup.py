@@ -211,6 +211,6 @@ def read_metrics(path: str):
         if not line.strip():
             break
         values = dict(zip(columns, line.split("\t")))
-        rows[values.pop("LIBRARY")] = {c: None if v == "" else float(v) if "." in v else int(v)
-                                       for c, v in values.items()}
+        library = values.pop("LIBRARY")
+        rows[library] = {c: None if v == "" else float(v) if "." in v else int(v) for c, v in values.items()}
     return rows

@@ -12,6 +12,11 @@
 # results/bam/{sample}.bam (a sample of one unit: a hard link, or a copy). A unit is paired (fq2 in
 # its row) or single-end whatever the sample's other units are.
 #
+# Duplicates (bam.mark_duplicates) are marked as each sorted BAM is written, never by a pass of
+# their own: align marks a unit's BAM (merge_chunks, when the unit is in chunks), merge_units marks the
+# sample's BAM again across its units, by library (gpualign.bam.merge). Each writes Picard-style
+# metrics beside its BAM; a sample's are results/stats/{sample}.duplication_metrics.txt.
+#
 # Chunks (Snakemake's scatter/gather, scattergather `chunk` in common.smk): with align.chunks = N > 1
 # (or --set-scatter chunk=N) split_reads scatters a unit's reads into N chunks of consecutive records
 # (paired reads as interleaved mates, cut between insert-size blocks), align maps each chunk as its
@@ -35,6 +40,7 @@ rule align:
         bam=align_target(".bam"),
         bai=align_target(".bam.bai"),
         summary=align_target(".map.json"),   # gpualign map --summary: the report's throughput and insert sizes
+        **align_metrics(),
     log:
         align_log(),
     params:
@@ -77,10 +83,13 @@ if chunked():
             bam="results/units/{sample}/{unit}.bam",
             bai="results/units/{sample}/{unit}.bam.bai",
             summary="results/units/{sample}/{unit}.map.json",
+            **unit_metrics(),
         log:
             "logs/merge_chunks/{sample}.{unit}.log",
         params:
             compression_level=config["bam"]["compression_level"],
+            mark_duplicates=marks_duplicates(),
+            optical_distance=optical_distance() if marks_duplicates() else 0,
             code=script_code("merge_chunks.py"),
         threads: config["align"]["threads"]
         resources:
@@ -97,13 +106,14 @@ rule merge_units:
     output:
         bam="results/bam/{sample}.bam",
         bai="results/bam/{sample}.bam.bai",
+        **sample_metrics(),
     log:
         "logs/merge_units/{sample}.log",
     params:
         units=lambda wildcards: sample_units(wildcards.sample),
         compression_level=config["bam"]["compression_level"],
-        mark_duplicates=config["bam"]["mark_duplicates"],
-        marked_in_align=lambda wildcards: marks_in_align(wildcards.sample),
+        mark_duplicates=marks_duplicates(),
+        optical_distance=optical_distance() if marks_duplicates() else 0,
         code=script_code("merge_units.py"),
     threads: config["align"]["threads"]
     resources:

@@ -257,19 +257,46 @@ def align_params():
         "backend": config["align"]["backend"],
         "mapping": MAP_PARAMS,
         "compression_level": config["bam"]["compression_level"],
-        "markdup": lambda wildcards: marks_in_align(wildcards.sample),
+        "markdup": align_marks(),
+        "optical_distance": optical_distance() if align_marks() else 0,
         "read_group": lambda wildcards: read_group(wildcards.sample, wildcards.unit),
         "paired": lambda wildcards: is_paired(wildcards.sample, wildcards.unit),
         "code": script_code("align.py"),
     }
 
 
-def marks_in_align(sample):
-    """Whether align marks duplicates as it writes the sample's BAM: bam.mark_duplicates, for a sample
-    of one unit aligned unchunked (align writes the BAM the sample gets). Duplicates must be marked
-    across a library's units and chunks, which is the merge's work; not done yet (merge_units says
-    so in its log)."""
-    return bool(config["bam"]["mark_duplicates"]) and len(sample_units(sample)) == 1 and not chunked()
+def marks_duplicates():
+    """bam.mark_duplicates: every sorted BAM is marked as it is written. A unit's BAM holds the
+    unit's own duplicates (align marks it, or merge_chunks across its chunks); a sample's BAM those
+    of its libraries across its units (merge_units). A sample of one unit gets its unit's BAM."""
+    return bool(config["bam"]["mark_duplicates"])
+
+
+def align_marks():
+    """Whether align marks duplicates: it writes a unit's BAM (not a chunk's, which merge_chunks marks
+    together), and its metrics beside it (align_metrics)."""
+    return marks_duplicates() and not chunked()
+
+
+def optical_distance():
+    """bam.optical_duplicate_pixel_distance (gpualign map --optical-distance)."""
+    return int(config["bam"]["optical_duplicate_pixel_distance"])
+
+
+def unit_metrics():
+    """The duplicate counts of a unit's BAM (Picard's DuplicationMetrics layout), written by whichever
+    rule writes the BAM: {metrics: path}, or nothing without marking (unpacked into outputs)."""
+    return {"metrics": "results/units/{sample}/{unit}.duplication_metrics.txt"} if marks_duplicates() else {}
+
+
+def align_metrics():
+    """align's metrics output (unit_metrics) where align writes the unit's BAM."""
+    return unit_metrics() if align_marks() else {}
+
+
+def sample_metrics():
+    """merge_units' metrics output: results/stats/{sample}.duplication_metrics.txt, with marking."""
+    return {"metrics": "results/stats/{sample}.duplication_metrics.txt"} if marks_duplicates() else {}
 
 
 def read_group(sample, unit):
@@ -351,12 +378,16 @@ def get_align_reads(wildcards):
 
 
 def get_unit_bams(wildcards):
-    """The sorted BAMs of a sample's units and their indexes, in the order of the sheet."""
+    """The sorted BAMs of a sample's units and their indexes, in the order of the sheet; with marking,
+    a sample of one unit also takes that unit's metrics (its BAM is the sample's as it is)."""
     names = sample_units(wildcards.sample)
-    return {
+    files = {
         "bams": [f"results/units/{wildcards.sample}/{unit}.bam" for unit in names],
         "bais": [f"results/units/{wildcards.sample}/{unit}.bam.bai" for unit in names],
     }
+    if marks_duplicates() and len(names) == 1:
+        files["unit_metrics"] = f"results/units/{wildcards.sample}/{names[0]}.duplication_metrics.txt"
+    return files
 
 
 def get_map_summaries(wildcards):
@@ -408,6 +439,8 @@ def get_final_output():
             f"results/stats/{sample}.map.json",
             f"results/stats/{sample}.map_summary_mqc.tsv",
         ]
+        if marks_duplicates():
+            out.append(f"results/stats/{sample}.duplication_metrics.txt")
         out += sample_plots(sample)
     if config["qc"]["multiqc"]:
         out.append("results/multiqc/multiqc_report.html")

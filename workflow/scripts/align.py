@@ -1,9 +1,11 @@
 """align: map a unit's FASTQ (input reads, and mates when paired), or one chunk of it (input
 chunk: a paired unit's mates interleaved), against the genome image and index into a
-coordinate-sorted BAM + .bai with the unit's read group."""
+coordinate-sorted BAM + .bai with the unit's read group; with params.markdup (a unit's BAM, not a
+chunk's) its duplicates marked as it is written, their counts in output metrics."""
 
 import shlex
 import sys
+from contextlib import nullcontext
 
 sys.stderr = log = open(snakemake.log[0], "w", buffering=1)
 
@@ -39,6 +41,8 @@ def map_command(index, reads, bam, params, threads) -> str:
     read_group = "\\t".join(["@RG"] + [f"{tag}:{value}" for tag, value in params.read_group.items()])
     argv = ["gpualign", "map", "-t", str(threads), "--backend", params.backend, "-l", str(params.compression_level),
             "-R", read_group] + (["--markdup"] if params.markdup else [])
+    if params.markdup and params.optical_distance:
+        argv += ["--optical-distance", str(params.optical_distance)]
     if params.paired and len(reads) == 1:
         argv.append("-p")
     for name, value in params.mapping.items():
@@ -60,7 +64,9 @@ with job_errors(snakemake.rule, log, out.bam):
         batches = read_interleaved_fastq(reads[0], index.k, params.batch_size, snakemake.threads, allow_empty=True)
     else:
         batches = read_batches(reads[0], index.k, params.batch_size, snakemake.threads, allow_empty=chunk)
-    with atomic_path(out.summary) as tmp_summary, atomic_path(out.bai) as tmp_bai, atomic_path(out.bam) as tmp:
+    metrics = out.metrics if "metrics" in out.keys() else None
+    with atomic_path(out.summary) as tmp_summary, atomic_path(out.bai) as tmp_bai, atomic_path(out.bam) as tmp, \
+            (atomic_path(metrics) if metrics else nullcontext()) as tmp_metrics:
         done = map_reads(
             genome, index, batches, tmp, params,
             backend_name=snakemake.params.backend,
@@ -73,5 +79,8 @@ with job_errors(snakemake.rule, log, out.bam):
             index_path=tmp_bai,
             paired=paired,
             markdup=snakemake.params.markdup,
+            metrics_path=tmp_metrics,
+            output_name=out.bam,
+            optical_distance=snakemake.params.optical_distance,
         )
         write_summary(tmp_summary, done)
