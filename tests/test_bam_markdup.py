@@ -12,12 +12,14 @@ import shutil
 import stat
 import subprocess
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pysam
 import pytest
 
-from gpualign.bam.markdup import decide, estimate_library_size
+from gpualign.bam.markdup import decide, estimate_library_size, read_metrics
+from gpualign.bam.optical import read_location
 from gpualign.bam.records import D_COLS, D_END, D_FIRST, D_FLAGS, D_MATE, D_SCORE
 from gpualign.cli import get_argument_parser, main, run_map
 from gpualign.errors import InputError
@@ -40,16 +42,38 @@ def quals(rng, n):
     return bytes((rng.integers(2, 41, size=n) + 33).astype(np.uint8))
 
 
-def dup_copies(rng, dup_rate, ties):
+def dup_copies(rng, dup_rate, ties, optical=0.0):
     """How many PCR copies a molecule gets (0 mostly), and how each copy is made."""
     copies = int(rng.geometric(0.5)) if rng.random() < dup_rate else 0
     return [(rng.random() < 0.25,              # 5' end replaced: soft-clipped in the copy
-             ties and rng.random() < 0.3)       # same qualities as the original: a tie
+             ties and rng.random() < 0.3,       # same qualities as the original: a tie
+             rng.random() < optical)            # a cluster beside the original's on its tile
             for _ in range(copies)]
 
 
-def simulate(rng, seqs, n, paired, dup_rate=0.04, ties=False, garbage=0.03):
-    """FASTQ records (one list, or R1 and R2 lists) of n molecules plus their PCR copies."""
+class IlluminaNames:
+    """Unique read names INSTRUMENT:RUN:FLOWCELL:LANE:TILE:X:Y; a name `near` another lies on its
+    tile within 60 pixels (an optical duplicate at Picard's distance of 100)."""
+
+    def __init__(self, rng):
+        self.rng, self.used = rng, set()
+
+    def __call__(self, near=None):
+        while True:
+            if near is None:
+                place = (int(self.rng.integers(1101, 1105)), *map(int, self.rng.integers(0, 30000, size=2)))
+            else:
+                dx, dy = map(int, self.rng.integers(-60, 61, size=2))
+                place = (near[0], max(0, near[1] + dx), max(0, near[2] + dy))
+            if place not in self.used:
+                self.used.add(place)
+                return place, b"SIM:1:FC0:1:%d:%d:%d" % place
+
+
+def simulate(rng, seqs, n, paired, dup_rate=0.04, ties=False, garbage=0.03, optical=0.0, prefix="m"):
+    """FASTQ records (one list, or R1 and R2 lists) of n molecules plus their PCR copies. With
+    optical, reads get Illumina names and that share of the copies lie beside their original."""
+    names = IlluminaNames(rng) if optical else None
     r1, r2 = [], []
     for i in range(n):
         c = int(rng.integers(len(seqs)))
@@ -65,8 +89,12 @@ def simulate(rng, seqs, n, paired, dup_rate=0.04, ties=False, garbage=0.03):
         if rng.random() < garbage:                       # a read (or R2) that cannot map
             mates[-1] = random_seq(rng, LENGTH)
         q = [quals(rng, LENGTH) for _ in mates]
-        for k, (clip, tie) in enumerate([(False, False)] + dup_copies(rng, dup_rate, ties)):
-            name = f"m{i}_{k}".encode()
+        for k, (clip, tie, beside) in enumerate([(False, False, False)] + dup_copies(rng, dup_rate, ties, optical)):
+            if names is None:
+                name = f"{prefix}{i}_{k}".encode()
+            else:
+                place, name = names(origin if beside else None)
+                origin = place if k == 0 else origin
             for m, out in zip(range(len(mates)), (r1, r2)):
                 s = mates[m] if k == 0 else mutated(rng, mates[m])
                 if clip and m == 0:
@@ -167,28 +195,43 @@ def test_library_size_as_picard():
     assert abs(1000 / size - (1 - np.exp(-2000 / size))) < 1e-6
 
 
-def marked_by(tool, bam, tmp_path):
-    """The flagged set of `samtools markdup` (after name sort, fixmate -m, sort) or Picard."""
+def marked_by(tool, bam, tmp_path, distance=0):
+    """The flagged set of `samtools markdup` (after name sort, fixmate -m, sort; -d distance when
+    given) or Picard (OPTICAL_DUPLICATE_PIXEL_DISTANCE=distance, 100 by default), and the path of
+    the tool's counts (samtools markdup -f, Picard's metrics)."""
     if tool == "samtools":
+        optical = f"-d {distance} " if distance else ""
         subprocess.run(f"samtools sort -n -o {tmp_path}/n.bam {bam} && samtools fixmate -m {tmp_path}/n.bam "
                        f"{tmp_path}/f.bam && samtools sort -o {tmp_path}/s.bam {tmp_path}/f.bam && "
-                       f"samtools markdup {tmp_path}/s.bam {tmp_path}/t.bam", shell=True, check=True,
-                       capture_output=True)
-        out = tmp_path / "t.bam"
+                       f"samtools markdup {optical}-f {tmp_path}/t.txt {tmp_path}/s.bam {tmp_path}/t.bam",
+                       shell=True, check=True, capture_output=True)
+        out, counts = tmp_path / "t.bam", tmp_path / "t.txt"
     else:
+        optical = [f"OPTICAL_DUPLICATE_PIXEL_DISTANCE={distance}"] if distance else []
         proc = subprocess.run(["PicardCommandLine", "MarkDuplicates", f"I={bam}", f"O={tmp_path}/p.bam",
-                               f"M={tmp_path}/p.txt", "VALIDATION_STRINGENCY=SILENT"], capture_output=True, text=True,
-                              timeout=600)
+                               f"M={tmp_path}/p.txt", "VALIDATION_STRINGENCY=SILENT", *optical], capture_output=True,
+                              text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        out = tmp_path / "p.bam"
+        out, counts = tmp_path / "p.bam", tmp_path / "p.txt"
     with pysam.AlignmentFile(str(out)) as fh:
-        return flagged(fh)
+        return flagged(fh), counts
 
 
-@pytest.mark.parametrize("tool", [
-    pytest.param("samtools", marks=pytest.mark.skipif(shutil.which("samtools") is None, reason="samtools not installed")),
-    pytest.param("picard", marks=pytest.mark.skipif(shutil.which("PicardCommandLine") is None,
-                                                    reason="Picard (Debian picard-tools) not installed"))])
+def samtools_count(path, name):
+    """A count from `samtools markdup -f`'s text ("DUPLICATE PAIR OPTICAL: 12")."""
+    for line in Path(path).read_text().splitlines():
+        if line.startswith(name + ":"):
+            return int(line.split(":")[1])
+    raise AssertionError(f"{name} not in {path}")
+
+
+TOOLS = [pytest.param("samtools", marks=pytest.mark.skipif(shutil.which("samtools") is None,
+                                                          reason="samtools not installed")),
+         pytest.param("picard", marks=pytest.mark.skipif(shutil.which("PicardCommandLine") is None,
+                                                        reason="Picard (Debian picard-tools) not installed"))]
+
+
+@pytest.mark.parametrize("tool", TOOLS)
 @pytest.mark.parametrize("paired", [False, True], ids=["single", "paired"])
 def test_agrees_with_samtools_markdup_and_picard(world, tmp_path, tool, paired):
     """No ties of quality here (fresh qualities for every copy): the tools and gpualign differ only
@@ -197,7 +240,7 @@ def test_agrees_with_samtools_markdup_and_picard(world, tmp_path, tool, paired):
     plain = tmp_path / "plain.bam"
     base = mapped(world, files, plain, "-t", "2")
     ours = flagged(mapped(world, files, tmp_path / "md.bam", "-t", "2", "--markdup"))
-    theirs = marked_by(tool, plain, tmp_path)
+    theirs, _ = marked_by(tool, plain, tmp_path)
     print(f"{tool}: {len(base)} reads, gpualign {len(ours)} flagged, {tool} {len(theirs)}, "
           f"only gpualign {len(ours - theirs)}, only {tool} {len(theirs - ours)}")
     assert len(ours) > 0.02 * len(base)
@@ -222,3 +265,61 @@ def test_metrics_into_a_fifo_are_written_in_place_and_bad_paths_refused(world, t
                 "--markdup-metrics", str(bad)]
         with pytest.raises(InputError, match=f"^--markdup-metrics {bad}: {why}"):
             run_map(get_argument_parser().parse_args(argv), lambda msg: None, argv, TUNING)
+
+
+def unpacked(location):
+    return None if location < 0 else (location >> 48, (location >> 24) & 0xFFFFFF, location & 0xFFFFFF)
+
+
+@pytest.mark.parametrize("name, place", [
+    (b"SIM:1:FC0:1:1101:200:300", (1101, 200, 300)),         # 7 fields
+    (b"HWUSI-EAS100R:6:73:941:1973#0", (73, 941, 1973)),     # 5 fields; digits up to the first non-digit
+    (b"A:B:C:D:1101:12ab:7", (1101, 12, 7)),
+    (b"a:1:2:3", None), (b"A:B:C:D:E:F:1101:1:2", None),     # 4 and 9 fields
+    (b"m1_2", None), (b"A:B:C:1:x:2:3", None), (b"A:B:C:D::2:3", None),   # no digits in a field
+    (b":B:C:D:1101:1:2", None),                              # a leading ':' is Picard's 6th field, not a 7th
+    (b"A:B:C:D:1101:-5:2", None),                            # negative: not kept here (none on Illumina)
+])
+def test_read_location_as_picard_parses_names(name, place):
+    buf = np.frombuffer(b"xx" + name + b"yy", dtype=np.uint8)
+    assert unpacked(read_location(buf, 2, 2 + len(name))) == place
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_optical_duplicates_counted_as_picard_and_samtools(world, tmp_path, tool):
+    """Pairs with Illumina names, half the PCR copies beside their original on its tile: the same
+    flags as without optical counting, and the optical count, duplicates and library size equal
+    Picard's (OPTICAL_DUPLICATE_PIXEL_DISTANCE=100). samtools markdup -d 100 counts reads (two a
+    pair) and does not chain: a copy within the distance of another copy, but not of the pair it
+    is compared with, is optical to Picard and gpualign and not to samtools (one pair here), so
+    its count may only be lower, by a few."""
+    files = reads_files(world, "optical", True, dup_rate=0.15, optical=0.5)
+    plain = tmp_path / "plain.bam"
+    mapped(world, files, plain, "-t", "2")
+    metrics = tmp_path / "md.txt"
+    ours = flagged(mapped(world, files, tmp_path / "md.bam", "-t", "2", "--markdup", "--optical-distance", "100",
+                          "--markdup-metrics", str(metrics)))
+    assert ours == flagged(mapped(world, files, tmp_path / "md0.bam", "-t", "2", "--markdup"))
+    (ours_m,) = read_metrics(metrics).values()
+    assert ours_m["READ_PAIR_OPTICAL_DUPLICATES"] > 20
+    assert "OPTICAL_DUPLICATE_PIXEL_DISTANCE=100" in metrics.read_text()
+    theirs, counts = marked_by(tool, plain, tmp_path, distance=100)
+    assert len(ours ^ theirs) <= 0.001 * len(ours)
+    if tool == "picard":
+        (picard,) = read_metrics(counts).values()
+        for column in ("READ_PAIRS_EXAMINED", "READ_PAIR_DUPLICATES", "READ_PAIR_OPTICAL_DUPLICATES",
+                       "ESTIMATED_LIBRARY_SIZE"):
+            assert ours_m[column] == picard[column], column
+    else:
+        pairs = samtools_count(counts, "DUPLICATE PAIR OPTICAL") // 2
+        assert 0 <= ours_m["READ_PAIR_OPTICAL_DUPLICATES"] - pairs <= 0.02 * pairs
+
+
+def test_optical_distance_needs_markdup_and_a_count(world, tmp_path):
+    argv = ["map", world[2], "x.fq", "-o", str(tmp_path / "m.bam"), "--optical-distance", "100"]
+    files = reads_files(world, "tiny", False, dup_rate=0.0)
+    argv[2] = files[0]
+    with pytest.raises(InputError, match="^--optical-distance: give --markdup too"):
+        run_map(get_argument_parser().parse_args(argv), lambda msg: None, argv, TUNING)
+    with pytest.raises(SystemExit):
+        get_argument_parser().parse_args(argv[:-1] + ["-1", "--markdup"])
