@@ -5,6 +5,7 @@ import gzip
 import os
 from pathlib import Path
 
+import numpy as np
 import pysam
 import pytest
 
@@ -151,3 +152,65 @@ def test_paired_chunks_map_and_merge_to_the_unsplit_bam(tmp_path, monkeypatch, r
             records[name] = [r.to_string() for r in bam]
     assert records[whole] == records[str(tmp_path / "merged.bam")]
     assert len(records[whole]) == 200 and sum("\t" in r for r in records[whole]) == 200
+
+
+@pytest.mark.parametrize("paired", [False, True], ids=["single", "paired"])
+def test_chunks_merged_with_marking_equal_one_marked_run(tmp_path, monkeypatch, rng, paired):
+    """Reads with PCR copies (fresh qualities, some the same: ties) split into chunks as the workflow
+    splits them (paired: between insert-size blocks), each mapped unmarked and merged with marking
+    (merge_chunks): the records, duplicate flags and metrics of one --markdup run of all of them."""
+    from gpualign import fastq
+    from gpualign.bam.markdup import read_metrics
+    from gpualign.batches import read_interleaved_fastq, read_interleaved_pairs
+    from gpualign.workflow.chunks import split_pairs
+    from helpers import simulate_pairs, write_fastq as write_records
+    tuning = Tuning(insert_block=16, min_fragments=4)
+    monkeypatch.setattr(fastq, "READ_BLOCK", 3000)
+    genome, seqs = random_genome(rng, lengths=(4000, 2500), repeat=0)
+    index = build_index(genome, k=8, max_occ=50)
+    _, (names, reads, quals) = simulate_pairs(rng, seqs, 100, length=45, insert=(250, 25))
+    mates = 2 if paired else 1
+    fragments = [(names[i], reads[i:i + mates], quals[i:i + mates]) for i in range(0, len(names), 2)]
+    for f in rng.choice(len(fragments), 25):   # PCR copies: a quarter keep the original's qualities
+        name, seq, qual = fragments[f]
+        fresh = [bytes(rng.integers(35, 74, size=len(q)).astype(np.uint8)) for q in qual]
+        fragments.append((name + b"c%d" % len(fragments), seq, qual if rng.random() < 0.25 else fresh))
+    fragments = [fragments[i] for i in rng.permutation(len(fragments))]
+    p = MapParams(max_indels=3, batch_size=40, tuning=tuning)
+    block = tuning.insert_block
+
+    def sorted_bam(source, name, markdup):
+        out = str(tmp_path / name)
+        map_reads(genome, index, source, out, p, backend_name="cpu", log=lambda msg: None, sort=True,
+                  read_group={"ID": "s", "SM": "s", "LB": "lib"}, paired=paired, markdup=markdup,
+                  metrics_path=out + ".txt" if markdup else None)
+        return out
+
+    if paired:
+        r1, r2 = tmp_path / "r1.fq", tmp_path / "r2.fq"
+        write_records(r1, [n + b"/1" for n, _, _ in fragments], [s[0] for _, s, _ in fragments],
+                      [q[0] for _, _, q in fragments])
+        write_records(r2, [n + b"/2" for n, _, _ in fragments], [s[1] for _, s, _ in fragments],
+                      [q[1] for _, _, q in fragments])
+        whole = sorted_bam(read_interleaved_pairs(str(r1), str(r2), 8, p.batch_size, block=block), "whole.bam", True)
+        outs = [str(tmp_path / f"part{c}.fq") for c in range(3)]
+        split_pairs(str(r1), str(r2), outs, block=block)
+        parts = [sorted_bam(read_interleaved_fastq(out, 8, p.batch_size, allow_empty=True, block=block),
+                            f"part{c}.bam", False) for c, out in enumerate(outs)]
+    else:
+        reads_fq = tmp_path / "reads.fq"
+        write_records(reads_fq, *zip(*[(n, s[0], q[0]) for n, s, q in fragments]))
+        whole = sorted_bam(read_batches(str(reads_fq), 8, p.batch_size), "whole.bam", True)
+        outs = [str(tmp_path / f"part{c}.fq") for c in range(3)]
+        split_fastq(str(reads_fq), outs)
+        parts = [sorted_bam(read_batches(out, 8, p.batch_size, allow_empty=True), f"part{c}.bam", False)
+                 for c, out in enumerate(outs)]
+    merged = str(tmp_path / "merged.bam")
+    merge_sorted_bams(parts, merged, threads=2, markdup=True, metrics=merged + ".txt")
+    records = {}
+    for name in (whole, merged):
+        with pysam.AlignmentFile(name) as bam:
+            records[name] = [r.to_string() for r in bam]
+    assert records[merged] == records[whole]
+    assert sum(r.split("\t")[1] != "" and int(r.split("\t")[1]) & 0x400 != 0 for r in records[whole]) >= 20
+    assert read_metrics(merged + ".txt") == read_metrics(whole + ".txt")
