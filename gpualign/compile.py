@@ -4,9 +4,10 @@ workflow share (jitcache.py says where).
 numba compiles a function on its first call, for the argument types of that call, so the sure way
 to compile everything a run needs is to run it: a small random genome is indexed and a few hundred
 single-end and paired reads are mapped through the command line's own code path (sorted BAM with
-its .bai, unsorted BAM, SAM, read groups, FASTQ comments, R1/R2 files and interleaved mates) and
-through the workflow's (reads split into chunks, a chunk of interleaved mates). Then a fresh
-process runs the same again and counts what numba still compiles: it should be nothing.
+its .bai, unsorted BAM, SAM, read groups, FASTQ comments, R1/R2 files and interleaved mates,
+duplicates marked) and through the workflow's (reads split into chunks, a chunk of interleaved
+mates, BAMs merged with their duplicates marked). Then a fresh process runs the same again and
+counts what numba still compiles: it should be nothing.
 """
 
 import contextlib
@@ -134,7 +135,7 @@ def warm_up(backend: str, threads: int = 2):
     """Index a random genome and map reads through every code path that runs numba functions."""
     import numba
     from .backends import gpu
-    from .workflow.chunks import split_pairs
+    from .workflow.chunks import merge_sorted_bams, split_pairs
     from .batches import read_interleaved_fastq
     from .genome import load_genome
     from .index import load_index
@@ -155,7 +156,7 @@ def warm_up(backend: str, threads: int = 2):
             run_cli(["map", *common, prefix, paths["se.fq"], "-o", out("se.sam")])
             run_cli(["map", *common, "--unsorted", prefix, paths["se.fq"], "-o", out("se.unsorted.bam")])
             run_cli(["map", *common, "-R", r"@RG\tID:u2\tSM:s1", prefix, paths["r1.fq.gz"], paths["r2.fq.gz"],
-                     "-o", out("pe.bam")])
+                     "-o", out("pe.bam"), "--markdup", "--optical-distance", "100", "--markdup-metrics", out("pe.txt")])
             run_cli(["map", *common, "-p", prefix, paths["pairs.fq"], "-o", out("pe.sam")])
             # the workflow's own path: pairs split into chunks, a chunk mapped as interleaved mates
             parts = [out("part0.fq"), out("part1.fq")]
@@ -167,6 +168,9 @@ def warm_up(backend: str, threads: int = 2):
             map_reads(genome, index, reads, out("chunk.bam"), params, backend_name=backend, threads=threads,
                       read_group={"ID": "u3", "SM": "s1"}, log=lambda line: None, compression_level=1, sort=True,
                       index_path=out("chunk.bam.bai"), paired=True)
+            # the merge of chunks and units, duplicates marked across them (optical ones counted)
+            merge_sorted_bams([out("pe.bam"), out("chunk.bam")], out("merged.bam"), threads, markdup=True,
+                              optical_distance=100, metrics=out("merged.txt"))
         finally:
             numba.set_num_threads(saved_threads)
 

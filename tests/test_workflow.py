@@ -23,6 +23,8 @@ from pathlib import Path
 import pysam
 import pytest
 
+from gpualign.bam.markdup import read_metrics
+
 REPO = Path(__file__).resolve().parents[1]
 DEMO_READS = REPO / "resources" / "demo" / "reads.fq.gz"
 DEMO_REF = REPO / "resources" / "demo" / "lambda.fa"
@@ -175,6 +177,11 @@ def test_demo_stats(demo_run):
     samtools_stats = (stats / "demo.samtools_stats.txt").read_text()
     assert f"SN\traw total sequences:\t{n}\t" in samtools_stats
     assert "\nMPC\t" in samtools_stats   # run against the reference: mismatches per cycle
+    # bam.mark_duplicates: align's counts, written again naming the sample's BAM (MultiQC's sample)
+    metrics = (stats / "demo.duplication_metrics.txt").read_text()
+    assert "INPUT=[demo.bam]" in metrics and "\ndemo\t" in metrics
+    assert read_metrics(stats / "demo.duplication_metrics.txt") == \
+        read_metrics(demo_run.workdir / "results" / "units" / "demo" / "1.duplication_metrics.txt")
 
 
 def test_demo_qc_files(demo_run):
@@ -236,6 +243,7 @@ ALIGN_ON = {"align", "merge_units", "stats", "map_summary", "plots", "all"}   # 
     ("align={mismatch: 3, gap_open: 5}", ALIGN_ON),
     ("bam={compression_level: 6}", ALIGN_ON),
     ("bam={mark_duplicates: false}", ALIGN_ON),
+    ("bam={optical_duplicate_pixel_distance: 100}", ALIGN_ON),
     ("index={max_occ: 100}", {"index_reference"} | ALIGN_ON),
     ("index={k: 9}", {"index_reference"} | ALIGN_ON),
     ("qc={coverage_bins: 500}", {"stats", "plots", "all"}),
@@ -434,16 +442,10 @@ def test_reference_download_error_is_one_line(tmp_path, numba_cache, http_server
 # ---- (e) reads in chunks -------------------------------------------------------------------------
 
 
-def bam_records(path: Path, clear_dup: bool = False) -> list[str]:
-    """The records as SAM text; clear_dup: with the duplicate flag cleared (a sample aligned in chunks
-    is not marked yet, while align marks an unchunked one-unit sample)."""
+def bam_records(path: Path) -> list[str]:
+    """The records as SAM text."""
     with pysam.AlignmentFile(str(path)) as bam:
-        out = []
-        for rec in bam:
-            if clear_dup:
-                rec.flag &= ~0x400
-            out.append(rec.to_string())
-        return out
+        return [rec.to_string() for rec in bam]
 
 
 def align_script_processes(root: int) -> list:
@@ -510,8 +512,8 @@ def test_killed_chunk_job_is_rerun_alone_and_the_merge_equals_the_unsplit_run(de
     assert {name: (parts / name).stat().st_mtime_ns for name in finished} == mtimes
     run_snakemake(workdir, "--cores", "2", "--config", chunks, numba_cache=numba_cache)
 
-    merged = bam_records(workdir / "results" / "bam" / "demo.bam")
-    assert merged == bam_records(demo_run.workdir / "results" / "bam" / "demo.bam", clear_dup=True)
+    merged = bam_records(workdir / "results" / "bam" / "demo.bam")   # duplicates marked across the chunks
+    assert merged == bam_records(demo_run.workdir / "results" / "bam" / "demo.bam")
     assert len(merged) == fastq_records(DEMO_READS)
     assert not parts.exists() or not any(parts.iterdir()), "chunk files are temporary"
     log = (workdir / "logs" / "split_reads" / "demo.1.log").read_text()
@@ -566,7 +568,9 @@ def test_paired_sample_runs_as_pairs_and_chunks_give_the_same_bam(tmp_path, numb
     log = (workdir / "logs" / "align" / "pe.1.log").read_text()
     assert "insert size: mean" in log and "reads in proper pairs" in log
     assert "duplicates (pe):" in log   # bam.mark_duplicates: marked by align, one unit unchunked
-    unsplit = bam_records(bam, clear_dup=True)
+    unsplit = bam_records(bam)
+    metrics = workdir / "results" / "stats" / "pe.duplication_metrics.txt"
+    counts = read_metrics(metrics)
     summary = json.loads((workdir / "results" / "stats" / "pe.map.json").read_text())
     (block,) = summary["insert_sizes"]   # the demo's 1,000 pairs of 400 +/- 40 bp: one block
     assert summary["paired"] and block["valid"] and 390 < block["mean"] < 410
@@ -574,11 +578,12 @@ def test_paired_sample_runs_as_pairs_and_chunks_give_the_same_bam(tmp_path, numb
 
     run_snakemake(workdir, "--cores", "2", "--config", "samples=pe.tsv", "align={chunks: 3}",
                   numba_cache=numba_cache)
-    assert bam_records(bam) == unsplit
+    assert bam_records(bam) == unsplit   # marked as the chunks are merged
+    assert read_metrics(metrics) == counts
     chunked = json.loads((workdir / "results" / "stats" / "pe.map.json").read_text())
-    assert [chunked[key] for key in ("reads", "mapped", "proper", "insert_sizes")] == \
-        [summary[key] for key in ("reads", "mapped", "proper", "insert_sizes")]   # chunks' summaries combined
-    assert "duplicates NOT marked" in (workdir / "logs" / "merge_units" / "pe.log").read_text()
+    keys = ("reads", "mapped", "proper", "insert_sizes", "duplicates")
+    assert [chunked[key] for key in keys] == [summary[key] for key in keys]   # chunks' summaries combined
+    assert "duplicates (pe):" in (workdir / "logs" / "merge_chunks" / "pe.1.log").read_text()
     split_log = (workdir / "logs" / "split_reads" / "pe.1.log").read_text()
     assert f"split {2 * n} reads into 3 chunks" in split_log
 
@@ -670,3 +675,34 @@ def test_multiqc_report_of_the_demo(demo_run, numba_cache, tmp_path):
     table = next(data.glob("*gpualign_map*"))   # the custom-content table, one row per sample
     rows = [line.split("\t") for line in table.read_text().splitlines()]
     assert rows[1][0] == "demo" and int(float(dict(zip(rows[0], rows[1]))["reads"])) == fastq_records(DEMO_READS)
+
+
+# ---- (h) duplicates across a sample's units -------------------------------------------------------
+
+
+def test_units_of_a_library_are_marked_together_and_of_two_libraries_apart(tmp_path, numba_cache):
+    """The demo's pairs as two units of each sample (the second a copy of the first, as a library
+    sequenced on two lanes): sample same's units share a library, so the merge flags every pair of
+    one unit as a copy of the other's (half the pairs); sample apart's units are two libraries, so
+    nothing. Each unit's BAM holds its own duplicates (none); the metrics say so, one row a library."""
+    workdir = make_workdir(tmp_path / "run")
+    pairs = "\t".join(str(p.relative_to(REPO)) for p in DEMO_PAIRS)
+    rows = [("same", "L1", "lib"), ("same", "L2", "lib"), ("apart", "L1", "libA"), ("apart", "L2", "libB")]
+    (workdir / "units.tsv").write_text("sample\tunit\tfq1\tfq2\tlibrary\n" + "".join(
+        f"{sample}\t{unit}\t{pairs}\t{lib}\n" for sample, unit, lib in rows))
+    run_snakemake(workdir, "--cores", "2", "--config", "samples=units.tsv", numba_cache=numba_cache)
+    n = fastq_records(DEMO_PAIRS[0])
+    stats = workdir / "results" / "stats"
+    same = read_metrics(stats / "same.duplication_metrics.txt")
+    assert list(same) == ["lib"] and same["lib"]["READ_PAIRS_EXAMINED"] == 2 * n
+    assert same["lib"]["READ_PAIR_DUPLICATES"] == n
+    with pysam.AlignmentFile(str(workdir / "results" / "bam" / "same.bam")) as bam:
+        flagged = [rec.get_tag("RG") for rec in bam if rec.is_duplicate]
+    # equal qualities: the tie goes to the pair written first, L1's (the first unit) at every position
+    assert len(flagged) == 2 * n and set(flagged) == {"same.L2"}
+    apart = read_metrics(stats / "apart.duplication_metrics.txt")
+    assert sorted(apart) == ["libA", "libB"]
+    assert all(row["READ_PAIR_DUPLICATES"] == 0 and row["READ_PAIRS_EXAMINED"] == n for row in apart.values())
+    unit = read_metrics(workdir / "results" / "units" / "same" / "L2.duplication_metrics.txt")
+    assert unit["lib"]["READ_PAIR_DUPLICATES"] == 0
+    assert "duplicates marked across them by library" in (workdir / "logs" / "merge_units" / "same.log").read_text()

@@ -7,6 +7,9 @@ header they all build on):
     bgzf.py         BGZF blocks compressed on threads, BamWriter (header + records)
     sort.py         the sinks: UnsortedBam (read order), SortedBam (coordinate order, + .bai)
     markdup.py      duplicate marking decided on per-record arrays as SortedBam writes; Picard metrics
+    optical.py      optical duplicates: flow-cell places from Illumina read names, clustered as Picard
+    merge.py        sorted BAMs merged into one (the workflow's chunks and units), duplicates marked
+                    across them as it is written
     bai.py          bin numbers (reg2bin) and the .bai index built while the sorted BAM is written
     stats.py        flagstat, idxstats, samtools stats and the mapping summary of a finished BAM (stage stats)
 """

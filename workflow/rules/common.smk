@@ -284,8 +284,8 @@ def optical_distance():
 
 
 def unit_metrics():
-    """The duplicate counts of a unit's BAM (Picard's DuplicationMetrics layout), written by whichever
-    rule writes the BAM: {metrics: path}, or nothing without marking (unpacked into outputs)."""
+    """The duplicate counts of a unit's BAM (Picard's DuplicationMetrics layout), written by the job
+    that writes the BAM: {metrics: path}, or nothing without marking (unpacked into outputs)."""
     return {"metrics": "results/units/{sample}/{unit}.duplication_metrics.txt"} if marks_duplicates() else {}
 
 
