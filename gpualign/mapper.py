@@ -329,8 +329,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
 
         def encode(batch, res, first, last):
             with times("BAM records (worker threads)"):
-                return batch_bam_records(batch, res, genome, rg_id, first, last, dup=markdup,
-                                         optical=optical_distance > 0)
+                return batch_bam_records(batch, res, genome, rg_id, first, last, dup=markdup)
 
         if sam:   # text output goes through pysam's records; BAM is encoded in bulk (bam.records)
             out = pysam.AlignmentFile(out_path, "w", header=header)

@@ -1,5 +1,6 @@
 """Slow, obviously correct references for the fast kernels: full matrices, plain Python."""
 
+import re
 import struct
 
 import numpy as np
@@ -434,16 +435,28 @@ def naive_unseen_score(dropped, best_votes, exact_count, n, k, match, edit_cost)
     return n * match - fewest * edit_cost
 
 
+def picard_location(name):
+    """(tile, x, y) from a read name as Picard's default READ_NAME_REGEX reads it (5 or 7 ':' fields,
+    the last three starting with digits), else (-1, -1, -1)."""
+    fields = name.split(":")
+    digits = [re.match(r"-?\d+", f) for f in fields[-3:]]
+    if len(fields) not in (5, 7) or not all(digits) or name.startswith(":"):
+        return (-1, -1, -1)
+    tile, x, y = (int(m.group()) for m in digits)
+    return (tile, x, y) if tile >= 0 and 0 <= x < 1 << 24 and 0 <= y < 1 << 24 else (-1, -1, -1)
+
+
 def naive_duplicates(records, libraries=None):
     """The records (pysam, in file order) that duplicate marking flags, as (name, is_read1) pairs:
     Picard MarkDuplicates' rules written out plainly. libraries: read group ID -> LB (None: one
     library). Pairs (both mates mapped, primary) group by library and their two (contig, unclipped
     5' position, strand) ends; the highest summed score (base qualities >= 15, each read's capped at
-    16383) is kept, ties to the pair whose first record comes first; the others are flagged, both
-    mates. Fragments (single reads, reads whose mate is unmapped) group by library and end with
-    the pairs' mapped reads: a group with a pair's read flags every fragment in it, else the best
-    fragment (ties: the first in the file) is kept. Unmapped, secondary and supplementary records
-    are never flagged."""
+    16383) is kept, ties (Picard's comparator) to the lowest (tile, x, y) of the name, then to the
+    pair whose read 1 end (the mate with the lower unclipped 5' end; on equal ends the one first in
+    the file) comes first; the others are flagged, both mates. Fragments (single reads, reads whose
+    mate is unmapped) group by library and end with the pairs' mapped reads: a group with a pair's
+    read flags every fragment in it, else the best fragment (ties: the lowest place, then the first
+    in the file) is kept. Unmapped, secondary and supplementary records are never flagged."""
     def lib(r):
         rg = r.get_tag("RG") if r.has_tag("RG") else None
         return (libraries or {}).get(rg, "Unknown Library")
@@ -469,21 +482,22 @@ def naive_duplicates(records, libraries=None):
     pair_sets = {}
     for name, both in mates.items():
         assert len(both) == 2, name
-        (i, a), (j, b) = both
+        (i, a), (j, b) = both   # i < j: a is first in the file
+        read1 = j if five(b)[:2] < five(a)[:2] else i
         key = (lib(a), tuple(sorted([five(a), five(b)])))
-        pair_sets.setdefault(key, []).append((-(score(a) + score(b)), min(i, j), name))
+        pair_sets.setdefault(key, []).append((-(score(a) + score(b)), picard_location(name), read1, name))
     for members in pair_sets.values():
         members.sort()
-        for _, _, name in members[1:]:
+        for *_, name in members[1:]:
             flagged |= {(name, True), (name, False)}
     frag_sets = {}
     for i, r in used:
         in_pair = r.is_paired and not r.mate_is_unmapped
-        frag_sets.setdefault((lib(r),) + five(r), []).append((in_pair, -score(r), i, r))
+        frag_sets.setdefault((lib(r),) + five(r), []).append((in_pair, -score(r), picard_location(r.query_name), i, r))
     for members in frag_sets.values():
-        frags = sorted(m for m in members if not m[0])
+        frags = sorted((m for m in members if not m[0]), key=lambda m: m[:4])
         keep = 0 if len(frags) == len(members) else None
-        for x, (_, _, _, r) in enumerate(frags):
+        for x, (*_, r) in enumerate(frags):
             if x != keep:
                 flagged.add((r.query_name, r.is_read1))
     return flagged

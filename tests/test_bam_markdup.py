@@ -323,3 +323,17 @@ def test_optical_distance_needs_markdup_and_a_count(world, tmp_path):
         run_map(get_argument_parser().parse_args(argv), lambda msg: None, argv, TUNING)
     with pytest.raises(SystemExit):
         get_argument_parser().parse_args(argv[:-1] + ["-1", "--markdup"])
+
+
+@pytest.mark.skipif(shutil.which("PicardCommandLine") is None, reason="Picard (Debian picard-tools) not installed")
+@pytest.mark.parametrize("paired", [False, True], ids=["single", "paired"])
+def test_ties_go_as_picard_by_the_names_flow_cell_place(world, tmp_path, paired):
+    """Copies that share their original's qualities (ties) under Illumina names: Picard keeps the
+    lowest tile:x:y, whatever the file order, and so does gpualign: the flagged sets are equal."""
+    files = reads_files(world, "tie_names", paired, ties=True, dup_rate=0.12, optical=0.2)
+    plain = tmp_path / "plain.bam"
+    base = mapped(world, files, plain, "-t", "2")
+    ours = flagged(mapped(world, files, tmp_path / "md.bam", "-t", "2", "--markdup"))
+    assert ours == naive_duplicates(base)
+    theirs, _ = marked_by("picard", plain, tmp_path)
+    assert ours == theirs

@@ -17,10 +17,12 @@ never removed. The rules are Picard MarkDuplicates' and `samtools markdup`'s (te
   pairs included. If the set holds a read of a pair, every fragment in it is flagged (a pair wins
   over a fragment, as both tools do); else the fragment with the highest score is kept, the others
   flagged.
-- Ties of score: the set member whose first record comes first in the sorted output is kept
-  (Picard's rule; `samtools markdup` keeps the lower read name for pairs and the first in the file
-  for fragments). The sorted output's order is (sort key, input order), so the rule depends on the
-  records alone, not on batches or threads.
+- Ties of score (Picard's comparator): the member with the lowest flow-cell place (tile, x, y
+  from its Illumina name; names that do not parse come first) is kept, then the one whose tie
+  record comes first in the sorted output: a single read itself, of a pair Picard's read 1 end
+  (the mate with the lower unclipped 5' end, on equal ends the one written first). The sorted
+  output's order is (sort key, input order), so the rule depends on the records alone, not on
+  batches, threads, chunks or units. (`samtools markdup` keeps the lower read name of tied pairs.)
 - Unmapped reads, unmapped mates of flagged reads included, are never flagged (Picard, and
   `samtools markdup` without -S). gpualign writes no secondary or supplementary records.
 - Libraries: a read group's LB (without one, Picard's "Unknown Library"); a run of `gpualign map` is
@@ -64,13 +66,14 @@ def decide(d, lib=None, mate=None, rg=None, distance=0):
     lib = np.zeros(n, dtype=np.int64) if lib is None else np.asarray(lib, dtype=np.int64)
     mate = idx ^ 1 if mate is None else np.asarray(mate, dtype=np.int64)
     end, mend, score, first = d[:, D_END], d[:, D_MATE], d[:, D_SCORE], d[:, D_FIRST]
-    first_row = np.where(d[:, D_FLAGS] & FIRST_IS_MATE, mate, idx)   # the row of the fragment's first record
+    loc = d[:, D_LOC]
+    first_row = np.where(d[:, D_FLAGS] & FIRST_IS_MATE, mate, idx)   # the row of the fragment's tie record
 
     # pairs: one representative row a pair (the one with the lower row), both mates flagged
     in_pair = (end >= 0) & (mend >= 0)
     rep = np.flatnonzero(in_pair & (idx < mate))
     lo, hi = np.minimum(end[rep], mend[rep]), np.maximum(end[rep], mend[rep])
-    order = np.lexsort((first_row[rep], first[rep], -score[rep], hi, lo, lib[rep]))
+    order = np.lexsort((first_row[rep], first[rep], loc[rep], -score[rep], hi, lo, lib[rep]))
     same = same_set(order, lib[rep], lo, hi)
     gone = rep[order[1:][same]]
     dup[gone] = True
@@ -87,7 +90,7 @@ def decide(d, lib=None, mate=None, rg=None, distance=0):
     paired = in_pair[cand].astype(np.int64)
     # in a set, the reads of pairs first, then fragments by score and tie key: the first fragment
     # of a set is kept only when it is the set's first row (no pair in the set)
-    order = np.lexsort((first_row[cand], first[cand], -score[cand], -paired, end[cand], lib[cand]))
+    order = np.lexsort((first_row[cand], first[cand], loc[cand], -score[cand], -paired, end[cand], lib[cand]))
     rows = cand[order]
     new_set = np.ones(len(rows), dtype=bool)
     new_set[1:] = ~same_set(order, lib[cand], end[cand])

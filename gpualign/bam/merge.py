@@ -17,7 +17,8 @@ Each input is a sorted run, so the merge is SortedBam's final pass (sort.write_r
 No second pass over the output, no per-record Python, no sidecar files: the inputs are read once,
 and any coordinate-sorted BAM can be merged and marked. A tie of sort keys goes to the earlier
 input, so chunks merged in input order give the unsplit run's records in its order, and the
-duplicate ties ("the member whose first record comes first in the output") fall as in that run.
+duplicate ties (Picard's: the lowest flow-cell place, then the tie record written first) fall as in
+that run.
 """
 
 import os
@@ -222,10 +223,10 @@ def read_group_number(src, v, end, rg_names, rg_off):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def record_dup_fields(src, starts, rg_names, rg_off, locate):
+def record_dup_fields(src, starts, rg_names, rg_off):
     """Per record: its dup_fields row, filled as far as the record alone says (D_END, the read's own
-    score in D_SCORE, D_FLAGS, D_LOC when locate), its read group number (-1: none) and its name's
-    hash; pairs are joined after (join_mates)."""
+    score in D_SCORE, D_FLAGS, D_LOC), its read group number (-1: none) and its name's hash; pairs
+    are joined after (join_mates)."""
     n = starts.shape[0]
     d = np.full((n, D_COLS), -1, dtype=np.int64)
     rg = np.full(n, -1, dtype=np.int64)
@@ -274,8 +275,7 @@ def record_dup_fields(src, starts, rg_names, rg_off, locate):
                     span += CIGAR_REF[op] * ln
         five = pos + span - 1 + trail if reverse else pos - lead
         d[i, D_END] = (rid << DUP_RID_SHIFT) | ((five + DUP_POS_BIAS) << 1) | reverse
-        if locate:
-            d[i, D_LOC] = read_location(src, o + 36, o + 35 + l_name)
+        d[i, D_LOC] = read_location(src, o + 36, o + 35 + l_name)
     return d, rg, name_hash
 
 
@@ -320,14 +320,14 @@ def join_mates(src, starts, name_hash, rg, pairable):
     return mate
 
 
-def dup_rows(src, starts, keys, flags, read_groups, locate):
+def dup_rows(src, starts, keys, flags, read_groups):
     """dup_fields rows of merged records (in the runs' concatenated order, which is the output's
     on ties), their read group numbers, their mates' rows (a record's own where it has none) and
     how many records whose mate is mapped found no mate."""
     names = [g.encode() for g in read_groups]
     rg_off = np.cumsum([0] + [len(g) for g in names], dtype=np.int64)
     rg_names = np.frombuffer(b"".join(names) or b"\0", dtype=np.uint8)
-    d, rg, name_hash = record_dup_fields(src, starts, rg_names, rg_off, locate)
+    d, rg, name_hash = record_dup_fields(src, starts, rg_names, rg_off)
     pairable = (d[:, D_END] >= 0) & ((flags & 0x9) == 0x1)   # paired, mate mapped
     mate = join_mates(src, starts, name_hash, rg, pairable.astype(np.uint8))
     idx = np.arange(len(starts), dtype=np.int64)
@@ -337,7 +337,10 @@ def dup_rows(src, starts, keys, flags, read_groups, locate):
     d[joined, D_SCORE] += d[m[joined], D_SCORE]
     cand = d[:, D_END] >= 0
     d[cand, D_FIRST] = keys[cand]
-    mate_first = joined & ((keys[m] < keys) | ((keys[m] == keys) & (m < idx)))
+    # the tie record, Picard's read 1: the mate with the lower unclipped 5' end, the one written first on a tie
+    mine, its = d[:, D_END] >> 1, d[m, D_END] >> 1
+    written_first = (keys[m] < keys) | ((keys[m] == keys) & (m < idx))
+    mate_first = joined & ((its < mine) | ((its == mine) & written_first))
     d[mate_first, D_FIRST] = keys[m[mate_first]]
     d[mate_first, D_FLAGS] |= FIRST_IS_MATE
     return d, rg, m, int((pairable & ~joined).sum())
@@ -428,7 +431,7 @@ def mark(src, starts, keys, header: dict, optical_distance, summary):
     groups, lib_of_group, names = read_groups_and_libraries(header)
     flags = np.array([], dtype=np.int64) if not len(starts) else \
         (src[starts + 18].astype(np.int64) | (src[starts + 19].astype(np.int64) << 8))
-    d, rg, mate, unmatched = dup_rows(src, starts, keys, flags, groups, optical_distance > 0)
+    d, rg, mate, unmatched = dup_rows(src, starts, keys, flags, groups)
     lib = lib_of_group[rg]   # rg -1: the last entry, no read group
     dup, optical = decide(d, lib, mate, rg, optical_distance)
     return dup, dict(summary, unmatched=unmatched, metrics=library_metrics(d, dup, optical, lib, names))

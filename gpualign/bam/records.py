@@ -52,7 +52,7 @@ UNMAPPED_KEY = np.iinfo(np.int64).max   # unmapped reads sort last, in input ord
 D_END, D_MATE, D_SCORE, D_FIRST, D_FLAGS, D_LOC = range(6)
 D_COLS = 6
 # D_FLAGS bits
-FIRST_IS_MATE = 1   # the fragment's first record in the sorted output is the mate's
+FIRST_IS_MATE = 1   # the fragment's tie record (D_FIRST) is the mate's
 IS_READ1 = 2        # the record is read 1 of a pair (optical duplicates go by read 1's strand, then read 2's)
 NOT_PRIMARY = 4     # a secondary or supplementary record (never a candidate; counted apart in the metrics)
 DUP_RID_SHIFT, DUP_POS_BIAS = 35, 1 << 32
@@ -447,10 +447,11 @@ def dup_fields(reads, aln, fields, keys, paired, first, last):
     """What duplicate marking (markdup.py) needs of reads first..last-1, one row each (columns D_*):
     the read's unclipped 5' end (-1: not a candidate: unmapped), its mate's (-1: single-end or mate
     unmapped), the score (the read's base qualities of 15 and over summed, capped at 16383 as Picard,
-    plus its mapped mate's), the sort key of the fragment's first record in the sorted output and
-    whether that record is the mate (FIRST_IS_MATE): the tie-break of equal scores (Picard's: the
-    set member whose first record comes first in the file). gpualign writes no secondary or
-    supplementary records: every mapped record is a primary one."""
+    plus its mapped mate's), the sort key of the fragment's tie record and whether that record is the
+    mate (FIRST_IS_MATE): the tie-break of equal scores after the flow-cell place (D_LOC, filled by
+    batch_bam_records). The tie record is Picard's read 1 end: a single read itself; of a pair, the
+    mate whose unclipped 5' end is lower (contig, position), the one written first where they are
+    equal. gpualign writes no secondary or supplementary records: every mapped record is primary."""
     quals, read_off = reads[4], reads[5]
     row_of = aln[0]
     n = last - first
@@ -475,7 +476,9 @@ def dup_fields(reads, aln, fields, keys, paired, first, last):
             mi = m - first
             out[i, D_MATE] = out[mi, D_END]
             out[i, D_SCORE] = score[i] + score[mi]
-            if keys[mi] < keys[i] or (keys[mi] == keys[i] and mi < i):   # the mate is written first
+            mine, its = out[i, D_END] >> 1, out[mi, D_END] >> 1   # (contig, unclipped 5' position)
+            written_first = keys[mi] < keys[i] or (keys[mi] == keys[i] and mi < i)
+            if its < mine or (its == mine and written_first):   # the mate is Picard's read 1
                 out[i, D_FIRST] = keys[mi]
                 out[i, D_FLAGS] |= FIRST_IS_MATE
     return out
@@ -499,15 +502,15 @@ def record_slices(n: int):
     return [(a, min(n, a + RECORDS_PER_TASK)) for a in range(0, n, RECORDS_PER_TASK)]
 
 
-def batch_bam_records(batch, res, genome, rg_id, first=0, last=None, dup=False, optical=False):
+def batch_bam_records(batch, res, genome, rg_id, first=0, last=None, dup=False):
     """The BAM records of reads first..last-1 of a batch (all by default), in input order: (bytes,
-    record offsets, coordinate sort keys), and with dup their duplicate-marking fields (dup_fields;
-    with optical, the reads' flow-cell places from their names too)."""
+    record offsets, coordinate sort keys), and with dup their duplicate-marking fields (dup_fields,
+    and the reads' flow-cell places from their names: a tie-break, and optical duplicates')."""
     last = len(batch) if last is None else last
     rg = np.frombuffer((rg_id or "").encode(), dtype=np.uint8)
     reads, aln, ref, proper, paired = kernel_args(batch, res, genome)
     buf, offsets, keys, dupf = encode_batch(reads, aln, ref, rg, proper, paired, first, last, MEMMOVE, dup)
-    if dup and optical:
+    if dup:
         dupf[:, D_LOC] = name_locations(batch.names, batch.name_off, first, last)
     if batch.has_comments:   # read with -C: the comments' tags end each record
         _, _, tags, tag_off = comment_tags(batch.comments[batch.comment_off[first]:batch.comment_off[last]],
