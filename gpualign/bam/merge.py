@@ -21,10 +21,12 @@ duplicate ties (Picard's: the lowest flow-cell place, then the tie record writte
 that run.
 """
 
+import contextlib
 import os
 import shutil
 import struct
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -371,20 +373,30 @@ def merge_sorted(inputs, out_path, index_path=None, header=None, threads=1, leve
     the metrics in Picard's layout to metrics_path if given, naming the BAM output_name (default
     out_path). header: a pysam.AlignmentHeader or dict for the output (default: the first
     input's); every input must have its references.
-    Returns {"records", "unmatched" (reads whose mapped mate was not found), "metrics"}."""
+    Returns {"records", "unmatched" (reads whose mapped mate was not found), "metrics", "seconds"
+    (wall time of each phase)}."""
     threads = max(1, threads)
+    seconds = {}
+
+    @contextlib.contextmanager
+    def phase(name):
+        start = time.perf_counter()
+        with trace.span(name):
+            yield
+        seconds[name] = round(time.perf_counter() - start, 3)
+
     base = os.path.basename(out_path)
     tmpdir = tempfile.mkdtemp(prefix=f"{base if base.startswith('.') else '.' + base}.merge-",
                               dir=work_dir or os.path.dirname(os.path.abspath(out_path)))
     try:
         spool = os.path.join(tmpdir, "records.bin")
         bounds = [0]
-        with trace.span("inflate inputs"), open(spool, "wb") as fh, ThreadPoolExecutor(threads) as pool:
+        with phase("inflate inputs"), open(spool, "wb") as fh, ThreadPoolExecutor(threads) as pool:
             for path in inputs:
                 bounds.append(bounds[-1] + spool_input(path, fh, pool, threads))
         src = np.memmap(spool, dtype=np.uint8, mode="r") if bounds[-1] else np.zeros(0, dtype=np.uint8)
         runs, texts, refs = [], [], None
-        with trace.span("read input records"):
+        with phase("walk input records"):
             for path, a, b in zip(inputs, bounds[:-1], bounds[1:]):
                 text, input_refs, at = parse_header(src, a, b, path)
                 if refs is None:
@@ -408,18 +420,20 @@ def merge_sorted(inputs, out_path, index_path=None, header=None, threads=1, leve
             raise InputError(f"merging into {out_path}: the header's references differ from the inputs'")
         starts, sizes, keys = (np.concatenate([r[k] for r in runs]) for k in range(3))
         run_off = np.cumsum([0] + [len(r[0]) for r in runs], dtype=np.int64)
-        summary = {"records": len(keys), "unmatched": 0, "metrics": None}
+        summary = {"records": len(keys), "unmatched": 0, "metrics": None, "seconds": seconds}
         dup_row = None
         if markdup:
-            with trace.span("mark duplicates"):
+            with phase("mark duplicates"):
                 dup_row, summary = mark(src, starts, keys, header.to_dict(), optical_distance, summary)
             if metrics_path:
                 write_metrics(metrics_path, summary["metrics"], os.path.basename(output_name or out_path),
                               command, optical_distance)
-        entries = write_runs(out_path, header, level, threads, src, keys, starts, sizes, run_off, dup_row,
-                             bool(index_path))
+        with phase("merge, flag and compress"):
+            entries = write_runs(out_path, header, level, threads, src, keys, starts, sizes, run_off, dup_row,
+                                 bool(index_path))
         if index_path:
-            write_bai(index_path, len(header.references), entries)
+            with phase("index"):
+                write_bai(index_path, len(header.references), entries)
         return summary
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
