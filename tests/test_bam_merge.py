@@ -10,10 +10,13 @@ input the mates of a pair are in; bad inputs are one line."""
 import gzip
 import os
 import shutil
+import struct
 
+import numpy as np
 import pysam
 import pytest
 
+from gpualign.bam.bgzf import BGZF_EOF, sized_bgzf_blocks
 from gpualign.bam.markdup import read_metrics
 from gpualign.errors import InputError
 from gpualign.workflow.chunks import merge_sorted_bams
@@ -174,11 +177,22 @@ def test_bad_inputs_are_one_line_and_leave_nothing(world, tmp_path):
     cut.write_bytes(good.read_bytes()[:-1000])
     junk = tmp_path / "junk.bam"
     junk.write_bytes(gzip.compress(b"not a BAM"))
+    bad_record = tmp_path / "bad_record.bam"   # the 3rd record's block_size too small for its fields
+    data = bytearray(gzip.decompress(good.read_bytes()))
+    at = struct.unpack_from("<i", data, 4)[0] + 12   # after magic, l_text, text, n_ref
+    for _ in range(struct.unpack_from("<i", data, at - 4)[0]):
+        at += 8 + struct.unpack_from("<i", data, at)[0]
+    for _ in range(2):
+        at += 4 + struct.unpack_from("<i", data, at)[0]
+    struct.pack_into("<i", data, at, 40)
+    blocks, _, _ = sized_bgzf_blocks(np.frombuffer(bytes(data), dtype=np.uint8), 1)
+    bad_record.write_bytes(bytes(blocks) + BGZF_EOF)
     other = tmp_path / "other.bam"
     with pysam.AlignmentFile(str(other), "wb", reference_names=["x"], reference_lengths=[10]):
         pass
     out = tmp_path / "out" / "m.bam"
     for bad, why in ((unsorted, "not coordinate-sorted"), (cut, "not BGZF \\(or truncated\\)"),
+                     (bad_record, "record 3 is malformed or cut short"),
                      (junk, "not BGZF"), (other, "its references \\(@SQ\\) differ")):
         inputs = [str(good), str(bad)]
         with pytest.raises(InputError, match=f"^merging 2 chunk BAMs into {out}: BAM {bad}: {why}"):

@@ -3,8 +3,8 @@ never by a second pass over the BAM.
 
 The encoder (records.dup_fields) gives every record, in input order, its unclipped 5' end (contig,
 position, strand, packed so that ends compare in that order; -1 when unmapped), its mapped mate's
-(-1 for single-end reads and reads whose mate is unmapped), a score and a tie key. `decide` then
-sorts those arrays once and returns which records are duplicates; SortedBam sets 0x400 in the flag
+(-1 for single-end reads and reads whose mate is unmapped), a score and tie keys. `decide` then
+groups those arrays into sets (hashing, in linear time) and returns which records are duplicates; SortedBam sets 0x400 in the flag
 of each such record in a part's gathered bytes, before the part is compressed. Records are flagged,
 never removed. The rules are Picard MarkDuplicates' and `samtools markdup`'s (template mode):
 
@@ -38,10 +38,14 @@ which MultiQC's Picard module reads; read_metrics reads them back.
 import math
 
 import numpy as np
+from numba import njit
 
+from ..jitcache import use_versioned_cache
 from ..output import open_binary
 from .optical import FR, OTHER, RF, optical_in_sets
 from .records import D_END, D_FIRST, D_FLAGS, D_LOC, D_MATE, D_SCORE, FIRST_IS_MATE, IS_READ1, NOT_PRIMARY
+
+use_versioned_cache()  # before any @njit below
 
 FLAG_DUP_BYTE = 19     # the record byte holding the flag's high 8 bits (block_size 4 + 14 bytes, + 1)
 FLAG_DUP_BIT = 0x04    # 0x400 >> 8
@@ -58,44 +62,94 @@ def decide(d, lib=None, mate=None, rg=None, distance=0):
     every record of the output, in input order (records.D_* columns); lib: each record's library
     number (None: one library); mate: each record's mate's row (None: paired records interleave
     mates, the mate of row i is row i ^ 1); rg: read group numbers (None: one), which optical
-    duplicates must share; distance: the optical pixel distance (0: none counted)."""
+    duplicates must share; distance: the optical pixel distance (0: none counted).
+
+    Sets are found by hashing their keys and each set's best member by one pass (set_numbers,
+    best_of_sets), in time linear in the records: no sort over several keys."""
     n = d.shape[0]
     dup = np.zeros(n, dtype=bool)
     optical = np.zeros(n, dtype=bool)
     idx = np.arange(n, dtype=np.int64)
     lib = np.zeros(n, dtype=np.int64) if lib is None else np.asarray(lib, dtype=np.int64)
     mate = idx ^ 1 if mate is None else np.asarray(mate, dtype=np.int64)
-    end, mend, score, first = d[:, D_END], d[:, D_MATE], d[:, D_SCORE], d[:, D_FIRST]
-    loc = d[:, D_LOC]
+    end, mend = d[:, D_END], d[:, D_MATE]
     first_row = np.where(d[:, D_FLAGS] & FIRST_IS_MATE, mate, idx)   # the row of the fragment's tie record
+    tie = (d[:, D_SCORE], d[:, D_LOC], d[:, D_FIRST], first_row)
 
     # pairs: one representative row a pair (the one with the lower row), both mates flagged
     in_pair = (end >= 0) & (mend >= 0)
     rep = np.flatnonzero(in_pair & (idx < mate))
-    lo, hi = np.minimum(end[rep], mend[rep]), np.maximum(end[rep], mend[rep])
-    order = np.lexsort((first_row[rep], first[rep], loc[rep], -score[rep], hi, lo, lib[rep]))
-    same = same_set(order, lib[rep], lo, hi)
-    gone = rep[order[1:][same]]
+    sets, count = set_numbers(lib[rep], np.minimum(end[rep], mend[rep]), np.maximum(end[rep], mend[rep]))
+    best = best_of_sets(sets, count, *(t[rep] for t in tie), np.ones(len(rep), dtype=np.bool_))
+    gone = rep[best[sets] != np.arange(len(rep))]
     dup[gone] = True
     dup[mate[gone]] = True
     if distance > 0 and len(rep):
+        # members set by set, the kept pair first
+        order = np.argsort(2 * sets + (best[sets] != np.arange(len(rep))), kind="stable")
         rows = rep[order]
-        set_start = np.flatnonzero(np.concatenate(([True], ~same, [True])))
+        set_start = np.flatnonzero(np.concatenate(([True], sets[order][1:] != sets[order][:-1], [True])))
         rg_rows = np.zeros(len(rows), dtype=np.int64) if rg is None else np.asarray(rg, dtype=np.int64)[rows]
         optical[rows] = optical_in_sets(set_start, d[rows, D_LOC], rg_rows, optical_orientation(d[rows]),
                                         int(distance))
 
-    # fragments: sets by library and end; a set with a read of a pair flags all its fragments
+    # fragments: sets by library and end; a set with a read of a pair flags all its fragments, else
+    # its best fragment is kept
     cand = np.flatnonzero(end >= 0)
-    paired = in_pair[cand].astype(np.int64)
-    # in a set, the reads of pairs first, then fragments by score and tie key: the first fragment
-    # of a set is kept only when it is the set's first row (no pair in the set)
-    order = np.lexsort((first_row[cand], first[cand], loc[cand], -score[cand], -paired, end[cand], lib[cand]))
-    rows = cand[order]
-    new_set = np.ones(len(rows), dtype=bool)
-    new_set[1:] = ~same_set(order, lib[cand], end[cand])
-    dup[rows[~new_set & (paired[order] == 0)]] = True
+    single = ~in_pair[cand]
+    sets, count = set_numbers(lib[cand], end[cand], np.zeros(len(cand), dtype=np.int64))
+    best = best_of_sets(sets, count, *(t[cand] for t in tie), single)
+    has_pair = np.zeros(count, dtype=bool)
+    has_pair[sets[~single]] = True
+    dup[cand[single & (has_pair[sets] | (best[sets] != np.arange(len(cand))))]] = True
     return dup, optical
+
+
+@njit(cache=True, nogil=True)
+def set_numbers(a, b, c):
+    """A number for each distinct (a, b, c) (0, 1, ... in order of first appearance), rows with equal
+    values sharing it, and how many there are: one pass over an open-addressing hash table."""
+    n = a.shape[0]
+    size = 1
+    while size < 2 * n + 2:
+        size <<= 1
+    mask = np.uint64(size - 1)
+    table = np.full(size, -1, dtype=np.int64)   # a row of the slot's set
+    numbers = np.empty(n, dtype=np.int64)
+    count = 0
+    for i in range(n):
+        h = (np.uint64(a[i]) * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(b[i]) * np.uint64(0xC2B2AE3D27D4EB4F)
+             ^ np.uint64(c[i]) * np.uint64(0x165667B19E3779F9))
+        slot = np.int64((h ^ (h >> np.uint64(29))) & mask)
+        while True:
+            j = table[slot]
+            if j < 0:
+                table[slot] = i
+                numbers[i] = count
+                count += 1
+                break
+            if a[j] == a[i] and b[j] == b[i] and c[j] == c[i]:
+                numbers[i] = numbers[j]
+                break
+            slot = (slot + 1) & (size - 1)
+    return numbers, count
+
+
+@njit(cache=True, nogil=True)
+def best_of_sets(sets, count, score, loc, first, first_row, eligible):
+    """Each set's kept member among the eligible rows (-1: none): the highest score, then (Picard's
+    ties) the lowest flow-cell place, tie record's sort key and row."""
+    best = np.full(count, -1, dtype=np.int64)
+    for i in range(sets.shape[0]):
+        if not eligible[i]:
+            continue
+        s = sets[i]
+        j = best[s]
+        if (j < 0 or score[i] > score[j] or (score[i] == score[j] and (
+                loc[i] < loc[j] or (loc[i] == loc[j] and (
+                    first[i] < first[j] or (first[i] == first[j] and first_row[i] < first_row[j])))))):
+            best[s] = i
+    return best
 
 
 def optical_orientation(d):
@@ -105,16 +159,6 @@ def optical_orientation(d):
     read1 = (d[:, D_FLAGS] & IS_READ1) != 0
     r1, r2 = np.where(read1, own, other), np.where(read1, other, own)
     return np.where((r1 == 0) & (r2 == 1), FR, np.where((r1 == 1) & (r2 == 0), RF, OTHER)).astype(np.int64)
-
-
-def same_set(order, *columns):
-    """For each row after the first of `order`: whether it has the same values in every column
-    as the row before it."""
-    same = np.ones(max(len(order) - 1, 0), dtype=bool)
-    for c in columns:
-        v = c[order]
-        same &= v[1:] == v[:-1]
-    return same
 
 
 def flag_duplicates(records, sizes, dup):

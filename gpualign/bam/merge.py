@@ -157,12 +157,19 @@ def le16(src, o):
 
 @njit(cache=True, nogil=True)
 def record_count(src, at, end):
-    """Records from at to end, or -1 when the last one runs past end."""
+    """Records from at to end, or -(the bad record's number + 1) where one is malformed (its fields
+    do not fit its size) or runs past end."""
     n = 0
-    while at + 4 <= end:
-        at += np.int64(le32(src, at)) + 4
+    while at < end:
+        size = np.int64(le32(src, at)) + 4 if at + 4 <= end else 0
+        if size < 36 or at + size > end:
+            return -(n + 1)
+        l_name, n_cigar, l_seq = np.int64(src[at + 12]), le16(src, at + 16), np.int64(le32(src, at + 20))
+        if l_name < 1 or l_seq < 0 or 36 + l_name + 4 * n_cigar + (l_seq + 1) // 2 + l_seq > size:
+            return -(n + 1)
+        at += size
         n += 1
-    return n if at == end else -1
+    return n
 
 
 @njit(cache=True, nogil=True)
@@ -375,6 +382,8 @@ def merge_sorted(inputs, out_path, index_path=None, header=None, threads=1, leve
     input's); every input must have its references.
     Returns {"records", "unmatched" (reads whose mapped mate was not found), "metrics", "seconds"
     (wall time of each phase)}."""
+    if not inputs:
+        raise InputError(f"merging into {out_path}: no BAMs to merge")
     threads = max(1, threads)
     seconds = {}
 
@@ -405,7 +414,7 @@ def merge_sorted(inputs, out_path, index_path=None, header=None, threads=1, leve
                     raise InputError(f"BAM {path}: its references (@SQ) differ from {inputs[0]}'s")
                 n = record_count(src, at, b)
                 if n < 0:
-                    raise InputError(f"BAM {path}: truncated (its last record runs past the end)")
+                    raise InputError(f"BAM {path}: record {-n} is malformed or cut short")
                 starts, sizes, keys, unsorted = record_table(src, at, n)
                 if unsorted >= 0:
                     raise InputError(f"BAM {path}: not coordinate-sorted (record {unsorted + 1} comes before "
