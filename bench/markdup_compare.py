@@ -16,8 +16,10 @@
    input.
 4. gpualign map --markdup --optical-distance D (one run, one read group); then the same reads as
    `--units` lanes of one library, each mapped unmarked and merged with marking (the workflow's
-   merge_units: gpualign.workflow.chunks.merge_sorted_bams), timed against `samtools merge` of the
-   same BAMs (pysam, same threads and level), its flags compared with the single run's.
+   merge_units: gpualign.workflow.chunks.merge_sorted_bams), timed (best of two, each in a process
+   of its own, with its peak memory) against the same merge unmarked and `samtools merge` of the
+   same BAMs (pysam, same threads and level), its flags compared with the single run's (reads in
+   repeats may be placed apart by the two mapping runs: counted).
 5. The references mark the single run's records (flags cleared): samtools 1.16 (sort -n, fixmate -m,
    sort, markdup -d D) and Picard (MarkDuplicates OPTICAL_DUPLICATE_PIXEL_DISTANCE=D). Flagged sets
    are compared read by read, (name, read 1 or 2); each read flagged by one and not the other is
@@ -52,7 +54,6 @@ sys.path.insert(0, str(HERE.parent))
 import real_reads  # noqa: E402
 
 from gpualign.bam.markdup import read_metrics  # noqa: E402
-from gpualign.workflow.chunks import merge_sorted_bams  # noqa: E402
 
 ECOLI = "/usr/share/doc/ragout/examples/E.Coli/references/MG1655-K12.fasta.gz"   # Debian ragout-examples
 TILES = (1101, 1117)
@@ -251,6 +252,58 @@ def optical_by_set(samtools_bam, members, distance):
     return {"sets": sets, "pairs": differ, "sets_with_a_chain": chains}
 
 
+def time_merges(units, out, threads, distance, repeats=2):
+    """The units merged with marking (the workflow's merge_units), without, and by `samtools merge`
+    (pysam, same threads and level), each in a process of its own, alternately, `repeats` times:
+    the best wall time and the peak memory of each (GNU time), and the marking merge's phases."""
+    runs = collections.defaultdict(list)
+    code = ("import json, sys, pysam; from gpualign.workflow.chunks import merge_sorted_bams\n"
+            "out, markdup, distance, threads, units = sys.argv[1], sys.argv[2] == '1', int(sys.argv[3]), "
+            "int(sys.argv[4]), sys.argv[5:]\n"
+            "header = None\n"
+            "for bam in units:\n"
+            "    h = pysam.AlignmentFile(bam).header.to_dict()\n"
+            "    header = header or dict(h, RG=[], PG=h['PG'][:1]); header['RG'] += h['RG']\n"
+            "s = merge_sorted_bams(units, out, threads, 1, header=header, what='unit', markdup=markdup,\n"
+            "                      optical_distance=distance, metrics=out[:-4] + '.txt' if markdup else None)\n"
+            "print(json.dumps({'records': s['records'], 'phases_s': s['seconds']}))\n")
+    samtools = ("import sys, pysam; out, threads, units = sys.argv[1], sys.argv[2], sys.argv[3:]\n"
+                "pysam.merge('-f', '-c', '-p', '--no-PG', '-l', '1', '-@', threads, '--write-index',\n"
+                "            '-o', f'{out}##idx##{out}.bai', *units)\n")
+    commands = {"merge_markdup": [code, str(out / "units_marked.bam"), "1", str(distance), str(threads), *units],
+                "merge_plain": [code, str(out / "units_plain.bam"), "0", str(distance), str(threads), *units],
+                "samtools_merge": [samtools, str(out / "units_samtools.bam"), str(threads), *units]}
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    for _ in range(repeats):
+        for name, (program, *argv) in commands.items():
+            start = time.perf_counter()
+            proc = subprocess.run(["/usr/bin/time", "-f", "%M", sys.executable, "-c", program, *argv],
+                                  capture_output=True, text=True, env=env)
+            if proc.returncode:
+                raise RuntimeError(f"{name} failed:\n{proc.stderr[-3000:]}")
+            runs[name].append((time.perf_counter() - start, int(proc.stderr.strip().splitlines()[-1]) // 1024,
+                               proc.stdout.strip()))
+    result = {}
+    for name, done in runs.items():
+        seconds, rss, text = min(done)
+        result[f"{name}_s"], result[f"{name}_peak_mb"] = round(seconds, 2), rss
+        if name == "merge_markdup":
+            result.update(json.loads(text.splitlines()[-1]))
+    return result
+
+
+def placed_differently(a_bam, b_bam, names):
+    """How many of the named reads' records (name, read 1 or 2) are placed differently in the two
+    BAMs (contig, position, strand, CIGAR): reads in repeats that two mapping runs placed apart
+    (separate runs estimate insert sizes on different blocks of pairs)."""
+    def places(bam):
+        with pysam.AlignmentFile(str(bam)) as fh:
+            return {(r.query_name, r.is_read1): (r.reference_id, r.reference_start, r.is_reverse, r.cigarstring)
+                    for r in fh if r.query_name in names}
+    a, b = places(a_bam), places(b_bam)
+    return sum(a.get(k) != b.get(k) for k in set(a) | set(b))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--reference", default=ECOLI)
@@ -312,31 +365,16 @@ def main(argv=None):
         units.append(str(out / f"unit{u}.bam"))
         run(["gpualign", "map", str(prefix), *map(str, files), "-o", units[-1], "-t", t, "--backend", args.backend,
              "-R", rg.replace("sim.L1", f"sim.L{u + 1}")])
-    header = None
-    for bam in units:
-        with pysam.AlignmentFile(bam) as fh:
-            h = fh.header.to_dict()
-        header = header or dict(h, RG=[], PG=h["PG"][:1])
-        header["RG"] += h["RG"]
-    start = time.perf_counter()
-    summary = merge_sorted_bams(units, str(out / "units_marked.bam"), args.threads, 1, header=header, what="unit",
-                                markdup=True, optical_distance=args.distance, metrics=str(out / "units.txt"))
-    merge_s = time.perf_counter() - start
-    start = time.perf_counter()
-    merge_sorted_bams(units, str(out / "units_plain.bam"), args.threads, 1, header=header, what="unit")
-    plain_s = time.perf_counter() - start
-    start = time.perf_counter()
-    pysam.merge("-f", "-c", "-p", "--no-PG", "-l", "1", "-@", t, "--write-index",
-                "-o", f"{out}/units_samtools.bam##idx##{out}/units_samtools.bam.bai", *units)
-    samtools_merge_s = time.perf_counter() - start
+    merges = time_merges(units, out, args.threads, args.distance)
     unit_flags = flagged(out / "units_marked.bam")
-    (unit_m,) = summary["metrics"].values()
-    result["units"] = {"units": args.units, "records": summary["records"], "merge_markdup_s": round(merge_s, 2),
-                       "merge_plain_s": round(plain_s, 2), "samtools_merge_s": round(samtools_merge_s, 2),
-                       "flags_equal_single_run": unit_flags == ours, "only_units": len(unit_flags - ours),
-                       "only_single": len(ours - unit_flags), "metrics": unit_m, "phases_s": summary["seconds"]}
-    log(f"units: {summary['records']:,} records merged and marked in {merge_s:.1f} s (unmarked {plain_s:.1f} s, "
-        f"samtools merge {samtools_merge_s:.1f} s); flags as the single run: {unit_flags == ours}")
+    placed = placed_differently(marked, out / "units_marked.bam", {n for n, _ in unit_flags ^ ours})
+    result["units"] = dict(merges, units=args.units, flags_equal_single_run=unit_flags == ours,
+                           only_units=len(unit_flags - ours), only_single=len(ours - unit_flags),
+                           differing_reads_placed_elsewhere=placed,
+                           metrics=read_metrics(out / "units_marked.txt"))
+    log(f"units: {merges['records']:,} records merged and marked in {merges['merge_markdup_s']} s (unmarked "
+        f"{merges['merge_plain_s']} s, samtools merge {merges['samtools_merge_s']} s); flags as the single run: "
+        f"{unit_flags == ours} ({len(unit_flags ^ ours)} reads differ, {placed} of them placed elsewhere)")
 
     if args.skip_references:
         (out / "markdup_compare.json").write_text(json.dumps(result, indent=1, default=str))

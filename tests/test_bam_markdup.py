@@ -70,7 +70,7 @@ class IlluminaNames:
                 return place, b"SIM:1:FC0:1:%d:%d:%d" % place
 
 
-def simulate(rng, seqs, n, paired, dup_rate=0.04, ties=False, garbage=0.03, optical=0.0, prefix="m"):
+def simulate(rng, seqs, n, paired, dup_rate=0.04, ties=False, garbage=0.03, optical=0.0):
     """FASTQ records (one list, or R1 and R2 lists) of n molecules plus their PCR copies. With
     optical, reads get Illumina names and that share of the copies lie beside their original."""
     names = IlluminaNames(rng) if optical else None
@@ -89,12 +89,13 @@ def simulate(rng, seqs, n, paired, dup_rate=0.04, ties=False, garbage=0.03, opti
         if rng.random() < garbage:                       # a read (or R2) that cannot map
             mates[-1] = random_seq(rng, LENGTH)
         q = [quals(rng, LENGTH) for _ in mates]
+        origin = None   # the original's place on the flow cell
         for k, (clip, tie, beside) in enumerate([(False, False, False)] + dup_copies(rng, dup_rate, ties, optical)):
             if names is None:
-                name = f"{prefix}{i}_{k}".encode()
+                name = f"m{i}_{k}".encode()
             else:
                 place, name = names(origin if beside else None)
-                origin = place if k == 0 else origin
+                origin = origin or place
             for m, out in zip(range(len(mates)), (r1, r2)):
                 s = mates[m] if k == 0 else mutated(rng, mates[m])
                 if clip and m == 0:

@@ -93,7 +93,7 @@ if chunked():
             code=script_code("merge_chunks.py"),
         threads: config["align"]["threads"]
         resources:
-            mem_mb=2000,
+            mem_mb=input_mem_mb(1, extra_mb=1000, floor_mb=2000),   # arrays of ~110 bytes a record marked (a BAM record ~120)
         conda:
             "../../envs/gpualign.yaml"
         script:
@@ -117,7 +117,7 @@ rule merge_units:
         code=script_code("merge_units.py"),
     threads: config["align"]["threads"]
     resources:
-        mem_mb=2000,
+        mem_mb=input_mem_mb(1, extra_mb=1000, floor_mb=2000),   # arrays of ~110 bytes a record marked (a BAM record ~120)
     conda:
         "../../envs/gpualign.yaml"
     script:
