@@ -18,8 +18,8 @@
    `--units` lanes of one library, each mapped unmarked and merged with marking (the workflow's
    merge_units: gpualign.workflow.chunks.merge_sorted_bams), timed (best of two, each in a process
    of its own, with its peak memory) against the same merge unmarked and `samtools merge` of the
-   same BAMs (pysam, same threads and level), its flags compared with the single run's (reads in
-   repeats may be placed apart by the two mapping runs: counted).
+   same BAMs (pysam, same threads and level), its flags compared with the single run's (a set
+   whose members two mapping runs placed apart, in a repeat, may keep another member: counted).
 5. The references mark the single run's records (flags cleared): samtools 1.16 (sort -n, fixmate -m,
    sort, markdup -d D) and Picard (MarkDuplicates OPTICAL_DUPLICATE_PIXEL_DISTANCE=D). Flagged sets
    are compared read by read, (name, read 1 or 2); each read flagged by one and not the other is
@@ -292,16 +292,19 @@ def time_merges(units, out, threads, distance, repeats=2):
     return result
 
 
-def placed_differently(a_bam, b_bam, names):
-    """How many of the named reads' records (name, read 1 or 2) are placed differently in the two
-    BAMs (contig, position, strand, CIGAR): reads in repeats that two mapping runs placed apart
-    (separate runs estimate insert sizes on different blocks of pairs)."""
-    def places(bam):
-        with pysam.AlignmentFile(str(bam)) as fh:
-            return {(r.query_name, r.is_read1): (r.reference_id, r.reference_start, r.is_reverse, r.cigarstring)
-                    for r in fh if r.query_name in names}
-    a, b = places(a_bam), places(b_bam)
-    return sum(a.get(k) != b.get(k) for k in set(a) | set(b))
+def sets_moved(a_bam, b_bam, reads):
+    """How many of the reads ((name, read 1 or 2) flagged in one BAM and not the other) are in a
+    duplicate set whose members differ between the two (the same fragments mapped by two runs: a
+    member in a repeat, such as E. coli's seven rRNA operons, placed at another copy of it; separate
+    runs estimate insert sizes on different blocks of pairs)."""
+    if not reads:
+        return 0
+    (set_a, members_a), (set_b, members_b) = duplicate_sets(a_bam), duplicate_sets(b_bam)
+
+    def names(set_of, members, read):
+        key = set_of.get(read)
+        return key, {name for _, name in members.get(key, [])}
+    return sum(names(set_a, members_a, r) != names(set_b, members_b, r) for r in reads)
 
 
 def main(argv=None):
@@ -367,14 +370,14 @@ def main(argv=None):
              "-R", rg.replace("sim.L1", f"sim.L{u + 1}")])
     merges = time_merges(units, out, args.threads, args.distance)
     unit_flags = flagged(out / "units_marked.bam")
-    placed = placed_differently(marked, out / "units_marked.bam", {n for n, _ in unit_flags ^ ours})
+    moved = sets_moved(marked, out / "units_marked.bam", unit_flags ^ ours)
     result["units"] = dict(merges, units=args.units, flags_equal_single_run=unit_flags == ours,
                            only_units=len(unit_flags - ours), only_single=len(ours - unit_flags),
-                           differing_reads_placed_elsewhere=placed,
+                           differing_reads_in_sets_mapped_apart=moved,
                            metrics=read_metrics(out / "units_marked.txt"))
     log(f"units: {merges['records']:,} records merged and marked in {merges['merge_markdup_s']} s (unmarked "
         f"{merges['merge_plain_s']} s, samtools merge {merges['samtools_merge_s']} s); flags as the single run: "
-        f"{unit_flags == ours} ({len(unit_flags ^ ours)} reads differ, {placed} of them placed elsewhere)")
+        f"{unit_flags == ours} ({len(unit_flags ^ ours)} reads differ, {moved} of them in sets mapped apart)")
 
     if args.skip_references:
         (out / "markdup_compare.json").write_text(json.dumps(result, indent=1, default=str))
