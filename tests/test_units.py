@@ -19,6 +19,7 @@ from pathlib import Path
 import pysam
 import pytest
 
+from gpualign.bam.markdup import read_metrics
 from gpualign.sam import parse_read_group
 from test_workflow import (DEMO_PAIRS, DEMO_READS, bam_records, make_workdir, numba_cache,  # noqa: F401
                            planned_jobs, run_snakemake)
@@ -101,11 +102,17 @@ def test_unit_bams_are_kept_and_one_unit_is_not_rewritten(units_run):
     workdir, _ = units_run
     units = workdir / "results" / "units"
     assert sorted(str(p.relative_to(units)) for p in units.rglob("*")) == [
-        "s1", "s1/L001.bam", "s1/L001.bam.bai", "s1/L001.map.json", "s1/L002.bam", "s1/L002.bam.bai",
-        "s1/L002.map.json", "s2", "s2/1.bam", "s2/1.bam.bai", "s2/1.map.json"]
+        "s1", "s1/L001.bam", "s1/L001.bam.bai", "s1/L001.duplication_metrics.txt", "s1/L001.map.json", "s1/L002.bam",
+        "s1/L002.bam.bai", "s1/L002.duplication_metrics.txt", "s1/L002.map.json", "s2", "s2/1.bam", "s2/1.bam.bai",
+        "s2/1.duplication_metrics.txt", "s2/1.map.json"]
     for suffix in (".bam", ".bam.bai"):
         assert filecmp.cmp(units / "s2" / f"1{suffix}", workdir / "results" / "bam" / f"s2{suffix}", shallow=False)
-    # the merged BAM holds the records of its units, in coordinate order
+    # duplicate counts: a sample's by library (s1's units are two libraries), s2's its one unit's
+    stats = workdir / "results" / "stats"
+    assert sorted(read_metrics(stats / "s1.duplication_metrics.txt")) == ["libA", "s1"]
+    assert read_metrics(stats / "s2.duplication_metrics.txt") == read_metrics(units / "s2" / "1.duplication_metrics.txt")
+    # the merged BAM holds the records of its units, in coordinate order (and, the libraries being
+    # two, the duplicate flags each unit's BAM has)
     merged = sorted(bam_records(workdir / "results" / "bam" / "s1.bam"))
     assert merged == sorted(bam_records(units / "s1" / "L001.bam") + bam_records(units / "s1" / "L002.bam"))
     logs = workdir / "logs"
