@@ -394,41 +394,15 @@ def merge_sorted(inputs, out_path, index_path=None, header=None, threads=1, leve
             yield
         seconds[name] = round(time.perf_counter() - start, 3)
 
-    base = os.path.basename(out_path)
+    base = os.path.basename(out_path)   # an atomic_path temporary: a rerun clears a dead run's spool
     tmpdir = tempfile.mkdtemp(prefix=f"{base if base.startswith('.') else '.' + base}.merge-",
                               dir=work_dir or os.path.dirname(os.path.abspath(out_path)))
     try:
-        spool = os.path.join(tmpdir, "records.bin")
-        bounds = [0]
-        with phase("inflate inputs"), open(spool, "wb") as fh, ThreadPoolExecutor(threads) as pool:
-            for path in inputs:
-                bounds.append(bounds[-1] + spool_input(path, fh, pool, threads))
-        src = np.memmap(spool, dtype=np.uint8, mode="r") if bounds[-1] else np.zeros(0, dtype=np.uint8)
-        runs, texts, refs = [], [], None
+        with phase("inflate inputs"):
+            src, bounds = spool_inputs(inputs, os.path.join(tmpdir, "records.bin"), threads)
         with phase("walk input records"):
-            for path, a, b in zip(inputs, bounds[:-1], bounds[1:]):
-                text, input_refs, at = parse_header(src, a, b, path)
-                if refs is None:
-                    refs = input_refs
-                elif input_refs != refs:
-                    raise InputError(f"BAM {path}: its references (@SQ) differ from {inputs[0]}'s")
-                n = record_count(src, at, b)
-                if n < 0:
-                    raise InputError(f"BAM {path}: record {-n} is malformed or cut short")
-                starts, sizes, keys, unsorted = record_table(src, at, n)
-                if unsorted >= 0:
-                    raise InputError(f"BAM {path}: not coordinate-sorted (record {unsorted + 1} comes before "
-                                     "the one above it)")
-                runs.append((starts, sizes, keys))
-                texts.append(text)
-        if header is None:
-            header = pysam.AlignmentHeader.from_text(texts[0]) if texts else pysam.AlignmentHeader()
-        elif isinstance(header, dict):
-            header = pysam.AlignmentHeader.from_dict(header)
-        if [(n, ln) for n, ln in zip(header.references, header.lengths)] != refs:
-            raise InputError(f"merging into {out_path}: the header's references differ from the inputs'")
-        starts, sizes, keys = (np.concatenate([r[k] for r in runs]) for k in range(3))
-        run_off = np.cumsum([0] + [len(r[0]) for r in runs], dtype=np.int64)
+            starts, sizes, keys, run_off, texts, refs = input_runs(src, inputs, bounds)
+        header = output_header(header, texts[0], refs, out_path)
         summary = {"records": len(keys), "unmatched": 0, "metrics": None, "seconds": seconds}
         dup_row = None
         if markdup:
@@ -446,6 +420,53 @@ def merge_sorted(inputs, out_path, index_path=None, header=None, threads=1, leve
         return summary
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def spool_inputs(inputs, spool, threads):
+    """Every input's inflated bytes, one after another, in the spool file: (its memory map, where each
+    input's bytes start, and the end)."""
+    bounds = [0]
+    with open(spool, "wb") as fh, ThreadPoolExecutor(threads) as pool:
+        for path in inputs:
+            bounds.append(bounds[-1] + spool_input(path, fh, pool, threads))
+    src = np.memmap(spool, dtype=np.uint8, mode="r") if bounds[-1] else np.zeros(0, dtype=np.uint8)
+    return src, bounds
+
+
+def input_runs(src, inputs, bounds):
+    """The inputs' records as sorted runs: their starts, sizes and sort keys concatenated, where each
+    run starts (run_off), and each input's header text; and the references, which all must share."""
+    runs, texts, refs = [], [], None
+    for path, a, b in zip(inputs, bounds[:-1], bounds[1:]):
+        text, input_refs, at = parse_header(src, a, b, path)
+        if refs is None:
+            refs = input_refs
+        elif input_refs != refs:
+            raise InputError(f"BAM {path}: its references (@SQ) differ from {inputs[0]}'s")
+        n = record_count(src, at, b)
+        if n < 0:
+            raise InputError(f"BAM {path}: record {-n} is malformed or cut short")
+        starts, sizes, keys, unsorted = record_table(src, at, n)
+        if unsorted >= 0:
+            raise InputError(f"BAM {path}: not coordinate-sorted (record {unsorted + 1} comes before the one "
+                             "above it)")
+        runs.append((starts, sizes, keys))
+        texts.append(text)
+    starts, sizes, keys = (np.concatenate([r[k] for r in runs]) for k in range(3))
+    run_off = np.cumsum([0] + [len(r[0]) for r in runs], dtype=np.int64)
+    return starts, sizes, keys, run_off, texts, refs
+
+
+def output_header(header, first_text, refs, out_path):
+    """The output's header as pysam's (from a dict, or the first input's text), checked against the
+    inputs' references."""
+    if header is None:
+        header = pysam.AlignmentHeader.from_text(first_text)
+    elif isinstance(header, dict):
+        header = pysam.AlignmentHeader.from_dict(header)
+    if list(zip(header.references, header.lengths)) != refs:
+        raise InputError(f"merging into {out_path}: the header's references differ from the inputs'")
+    return header
 
 
 def mark(src, starts, keys, header: dict, optical_distance, summary):
