@@ -124,7 +124,7 @@ def error_rate_figure(rates: dict, sample: str) -> Figure:
 def duplication_figure(dup: dict, sample: str, marked: bool) -> Figure:
     """The primary reads as unique mapped, duplicates and unmapped: one stacked bar, and the rate."""
     title = (f"{sample}: duplication rate {100 * dup['rate']:.2f}% of mapped reads" if marked
-             else f"{sample}: duplicates not marked (several units or chunks)")
+             else f"{sample}: duplicates not marked (bam.mark_duplicates is off)")
     fig, ax = new_figure(title, (8, 2.6))
     left = 0
     primary = max(dup["primary"], 1)

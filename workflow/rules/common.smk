@@ -392,8 +392,13 @@ def get_unit_bams(wildcards):
 
 def get_map_summaries(wildcards):
     """The map summaries of a sample's units (gpualign map --summary, written by align or, when
-    chunked, merge_chunks), in the order of the sheet."""
-    return [f"results/units/{wildcards.sample}/{unit}.map.json" for unit in sample_units(wildcards.sample)]
+    chunked, merge_chunks), in the order of the sheet; with marking, the sample's duplicate counts,
+    which merge_units found across the units (the units' own counts do not add up to them)."""
+    files = {"summaries": [f"results/units/{wildcards.sample}/{unit}.map.json"
+                           for unit in sample_units(wildcards.sample)]}
+    if marks_duplicates():
+        files["metrics"] = f"results/stats/{wildcards.sample}.duplication_metrics.txt"
+    return files
 
 
 def get_reference_fasta(wildcards):
@@ -420,9 +425,12 @@ def sample_plots(sample):
 
 
 def sample_qc_files(sample):
-    """What MultiQC reads of a sample: samtools' reports and the map summary table."""
-    return [f"results/stats/{sample}.{name}" for name in
-            ("flagstat.txt", "idxstats.txt", "samtools_stats.txt", "map_summary_mqc.tsv")]
+    """What MultiQC reads of a sample: samtools' reports, the map summary table and, with marking,
+    the duplicate counts (its Picard module)."""
+    names = ["flagstat.txt", "idxstats.txt", "samtools_stats.txt", "map_summary_mqc.tsv"]
+    if marks_duplicates():
+        names.append("duplication_metrics.txt")
+    return [f"results/stats/{sample}.{name}" for name in names]
 
 
 def get_final_output():

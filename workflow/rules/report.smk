@@ -51,7 +51,7 @@ rule stats:
 
 rule map_summary:
     input:
-        get_map_summaries,
+        unpack(get_map_summaries),
     output:
         summary="results/stats/{sample}.map.json",
         table=report(
@@ -119,7 +119,7 @@ rule plots:
     log:
         "logs/plots/{sample}.log",
     params:
-        duplicates_marked=lambda wildcards: marks_in_align(wildcards.sample),
+        duplicates_marked=marks_duplicates(),
         code=script_code("plots.py"),
     threads: 1
     resources:
