@@ -537,14 +537,16 @@ def test_killed_align_job_leaves_no_bam_and_the_rerun_equals_an_uninterrupted_ru
             victim.kill()
         output, _ = proc.communicate(timeout=600)
     assert proc.returncode != 0, output[-3000:]
-    assert not any((bam_dir / name).exists() for name in ("1.bam", "1.bam.bai", "1.map.json"))
+    assert not any((bam_dir / name).exists() for name in ("1.bam", "1.bam.bai", "1.map.json",
+                                                           "1.duplication_metrics.txt"))
     assert planned_jobs(run_snakemake(workdir, "--dry-run", numba_cache=numba_cache).output) == \
         {"align": 1, "merge_units": 1, "stats": 1, "map_summary": 1, "plots": 1, "all": 1}
     run_snakemake(workdir, "--cores", "2", numba_cache=numba_cache)
     merged = workdir / "results" / "bam" / "demo.bam"
     assert bam_records(merged) == bam_records(demo_run.workdir / "results" / "bam" / "demo.bam")
     # the killed job's temporary files are gone too (atomic_path clears those of dead processes)
-    assert sorted(p.name for p in bam_dir.iterdir()) == ["1.bam", "1.bam.bai", "1.map.json"]
+    assert sorted(p.name for p in bam_dir.iterdir()) == ["1.bam", "1.bam.bai", "1.duplication_metrics.txt",
+                                                         "1.map.json"]
 
 
 # ---- (f) paired-end samples ---------------------------------------------------------------------
