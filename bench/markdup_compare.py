@@ -273,7 +273,7 @@ def time_merges(units, out, threads, distance, repeats=2):
     commands = {"merge_markdup": [code, str(out / "units_marked.bam"), "1", str(distance), str(threads), *units],
                 "merge_plain": [code, str(out / "units_plain.bam"), "0", str(distance), str(threads), *units],
                 "samtools_merge": [samtools, str(out / "units_samtools.bam"), str(threads), *units]}
-    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])))
     for _ in range(repeats):
         for name, (program, *argv) in commands.items():
             start = time.perf_counter()
