@@ -83,6 +83,8 @@ def backend(request, monkeypatch):
         monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 4)
         monkeypatch.setattr(launch, "CLOSE_THREADS", 4)
         monkeypatch.setattr(launch, "CLOSE_BLOCKS", 2)
+        monkeypatch.setattr(launch, "SEED_FIRST_THREADS", 4)   # the simulator runs a Python thread a CUDA thread
+        monkeypatch.setattr(launch, "SEED_FIRST_BLOCKS", 3)
         return cuda
     return cpu
 
