@@ -299,9 +299,6 @@ def iter_line_blocks(path: str, what: str, block: int = 1 << 24):
             yield tail, lineno
 
 
-__all__ = ["Input", "Prefixed", "STDIN", "check_input", "iter_line_blocks", "shown"]
-
-
 def ramp_sizes(batch_size: int):
     """Batch sizes that start small: 1/16, 1/8, 1/4 and 1/2 of batch_size, then batch_size. The
     first batch is parsed, and the mapper's first stages start, after a sixteenth of the reading."""
@@ -314,7 +311,7 @@ def ramp_sizes(batch_size: int):
 class EarlyInput:
     """An Input opened and decoded on a thread of its own from a command's start, while the command
     still imports its libraries (half a second and more of numba and pysam before the first read),
-    up to `limit` bytes. The reader that would open the same input with the same settings takes it
+    in blocks of `sizes`. The reader that would open the same input with the same settings takes it
     instead (opened): the bytes read ahead, then the rest, the same as one Input gives, an error
     where it was met. Read in the block sizes the reader will ask for (`sizes`), so that it meets
     the blocks, and an error, where it would have met them itself. What nobody takes is stopped and
@@ -368,7 +365,7 @@ class _Resumed:
 
     def read(self, size: int = -1) -> bytes:
         parts, want = [], size
-        while self._blocks and (want < 0 or want > 0):
+        while self._blocks and want != 0:
             block = self._blocks.popleft()
             if 0 <= want < len(block):
                 block, rest = block[:want], block[want:]
@@ -382,7 +379,7 @@ class _Resumed:
                 return b"".join(parts)
             raise self._error
         if not self._eof:
-            parts.append(self._input.read(want))
+            parts.append(self._input.read(-1 if size < 0 else want))
         return b"".join(parts)
 
     def close(self):
@@ -393,15 +390,8 @@ class _Resumed:
         return self
 
     def __exit__(self, kind, value, traceback):
-        if self._input is None:
-            return
-        if value is None:
-            self.close()
-            return
-        try:
-            self.close()
-        except InputError:
-            pass
+        if self._input is not None:
+            self._input.__exit__(kind, value, traceback)
 
 
 _early = {}   # Input arguments -> EarlyInput
@@ -447,3 +437,7 @@ def start_decoding(paths: list, threads: int, ramp: bool):
     per_file = threads if len(paths) == 1 else max(1, threads // 2)
     for path in paths:
         decode_early((path, "reads", per_file, None, PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS), sizes)
+
+
+__all__ = ["Input", "Prefixed", "STDIN", "check_input", "decode_early", "drop_early", "iter_line_blocks", "opened",
+           "ramp_sizes", "shown", "start_decoding"]
