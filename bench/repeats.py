@@ -4,6 +4,7 @@
     python bench/repeats.py --genome GENOME.fa --index PREFIX.idx.npz --bwa-index BWA_PREFIX \\
         --bam gpualign=G.bam --bam bwa=B.bam [--bam minimap2=M.bam ...] \\
         [--tolerance 5] [--near-edits 5] [--dust 20] [-t 2] [--tsv reads.tsv] [--against bwa]
+    python bench/repeats.py --report reads.tsv [--against bwa]      # the tables again, from a --tsv
 
 Reads are simulated reads named with their truth (real_reads.py, simulate.py); every primary
 record (each mate of a pair) is one read. The genome is the plain FASTA the reads came from (with or
@@ -28,8 +29,11 @@ high-copy k-mers, unique. Each aligner's record of it is one of: correct with MA
 with MAPQ < 20 (a recall loss), wrong with MAPQ >= 20 (a precision loss), wrong with MAPQ < 20,
 unmapped; correct as accuracy.py scores it (true contig, leftmost position within --tolerance). The
 table gives, per context, the reads and each aligner's losses, and (``--against``) the reads one
-aligner loses where the other does not: the losses to work on next. ``--tsv`` writes every read's
-features and outcomes.
+aligner loses where the other does not: the losses to work on next. A last table splits each aligner's
+correct share into reads outside identical copies and reads in them: a read whose window has an
+identical copy elsewhere matches each copy equally, so every aligner can only guess among them (right
+1/copies of the time; in pairs the mate may tell them apart); two aligners' counts there differ by chance, by about sqrt(2 n p (1 - p)) reads.
+``--tsv`` writes every read's features and outcomes; ``--report`` prints the tables from such a file.
 """
 from __future__ import annotations
 
@@ -157,10 +161,14 @@ def context_of(length, as_xs, dust, bins, max_occ, near_edits, dust_threshold) -
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--genome", required=True, type=Path, help="the plain FASTA the reads were simulated from")
-    p.add_argument("--index", required=True, help="gpualign's k-mer index (PREFIX.idx.npz)")
-    p.add_argument("--bwa-index", required=True, help="bwa index prefix of the same genome")
-    p.add_argument("--bam", action="append", required=True, metavar="NAME=PATH", help="an aligner's BAM/SAM")
+    if argv is None:
+        argv = sys.argv[1:]
+    from_tsv = "--report" in argv
+    p.add_argument("--report", type=Path, help="print the tables from a --tsv file, nothing else")
+    p.add_argument("--genome", required=not from_tsv, type=Path, help="the plain FASTA the reads were simulated from")
+    p.add_argument("--index", required=not from_tsv, help="gpualign's k-mer index (PREFIX.idx.npz)")
+    p.add_argument("--bwa-index", required=not from_tsv, help="bwa index prefix of the same genome")
+    p.add_argument("--bam", action="append", required=not from_tsv, default=[], metavar="NAME=PATH", help="an aligner's BAM/SAM")
     p.add_argument("--tolerance", type=int, default=5)
     p.add_argument("--near-edits", type=int, default=5, help="a near copy: within this many mismatches [5]")
     p.add_argument("--dust", type=float, default=20.0, help="DUST score of low complexity [20]")
@@ -172,8 +180,17 @@ def parse_args(argv=None):
     return args
 
 
+FEATURES = ("read", "context", "xs", "dust", "seeds_capped", "seeds", "median_bin")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.report:
+        with open(args.report) as fh:
+            cols = fh.readline().rstrip("\n").split("\t")
+            rows = [dict(zip(cols, line.rstrip("\n").split("\t"))) for line in fh]
+        print(report(rows, [c for c in cols if c not in FEATURES], args.against))
+        return 0
     outcomes, truth = {}, None
     for name, path in args.bams.items():
         outcomes[name], t = load_outcomes(Path(path), args.tolerance)
@@ -239,7 +256,30 @@ def report(rows, aligners, against) -> str:
                 c = Counter(r[against] for r in sel if r[a] == good and r[against] != good)
                 cells.append(f"{c[OUTCOMES[1]]} / {c[OUTCOMES[2]] + c[OUTCOMES[3]]} / {c['unmapped']}")
             lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines + [""] + correct_shares(rows, aligners))
+
+
+def correct_shares(rows, aligners) -> list:
+    """Markdown lines: each aligner's correct share of all reads, of the reads outside identical
+    copies, and its correct reads of those in identical copies (a guess among equal copies), with the
+    chance spread of two guessers' counts there."""
+    ident = [r for r in rows if r["context"] == CONTEXTS[0]]
+    rest = [r for r in rows if r["context"] != CONTEXTS[0]]
+
+    def right(sel, a):
+        return sum(r[a].startswith("correct") for r in sel)
+    lines = ["Correct (within the tolerance) by whether the true window has an identical copy elsewhere", "",
+             "| aligner | all reads % | outside identical copies % (wrong) | in identical copies: correct of "
+             f"{len(ident):,} |", "|---|---|---|---|"]
+    for a in aligners:
+        wrong = len(rest) - right(rest, a)
+        lines.append(f"| {a} | {100 * right(rows, a) / max(len(rows), 1):.3f} | "
+                     f"{100 * right(rest, a) / max(len(rest), 1):.4f} ({wrong}) | {right(ident, a):,} |")
+    if ident:
+        p = sum(right(ident, a) for a in aligners) / (len(ident) * len(aligners))
+        lines += ["", f"Two aligners guessing among identical copies differ by chance by about "
+                      f"{(2 * len(ident) * p * (1 - p)) ** 0.5:.0f} reads there (one standard deviation)."]
+    return lines
 
 
 if __name__ == "__main__":

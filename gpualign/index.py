@@ -32,7 +32,7 @@ DEFAULTS = IndexParams()
 class KmerIndex:
     k: int
     max_occ: int
-    offsets: np.ndarray     # int64 [4**k + 1]
+    offsets: np.ndarray     # OFFSET [4**k + 1]
     positions: np.ndarray   # uint32
 
     @property
@@ -40,6 +40,7 @@ class KmerIndex:
         return bins_over(self.offsets, self.max_occ)
 
 
+OFFSET = np.uint32   # a bin's offset: the index holds genomes under 4 Gbp, so 4 bytes (a human index's offsets: 1 GiB)
 NO_KMER = np.uint32(0xFFFFFFFF)   # a k-mer start whose k bases hold an N (codes are below 4**MAX_K = 2**28)
 PIECE = 1 << 20                   # k-mer starts of a piece: the unit of parallel code computing
 
@@ -88,7 +89,7 @@ def bins_by_range(codes, where, n, bounds, bins, positions, count_only):
 @njit(cache=True, nogil=True)
 def bins_over(offsets, max_occ):
     """Bins holding more than max_occ positions, counted without a temporary the size of the offsets
-    (2 GiB at k=14)."""
+    (1 GiB at k=14)."""
     n = 0
     for c in range(len(offsets) - 1):
         if offsets[c + 1] - offsets[c] > max_occ:
@@ -140,7 +141,7 @@ def auto_k(genome_size: int) -> int:
     """k for a genome of this size: the smallest from AUTO_MIN_K to MAX_K with 4^k >= the genome's size,
     so a k-mer occurs about once at random and a seed's bin holds few chance positions. On E. coli that is
     12, which seeded 2.5x faster than 10 at the same accuracy (BENCHMARKS.md, "k for bacterial genomes");
-    a human chromosome gets 13 and a human genome 14 (its offsets are 2 GiB, the most MAX_K allows)."""
+    a human chromosome gets 13 and a human genome 14 (its offsets are 1 GiB, the most MAX_K allows)."""
     k = AUTO_MIN_K
     while k < MAX_K and 4 ** k < genome_size:
         k += 1
@@ -159,9 +160,9 @@ def chosen_k(k, genome_size: int, progress=None) -> int:
 
 
 def index_memory(genome_size: int, k: int, chunk: int = 1 << 24) -> int:
-    """Bytes build_index holds beyond the (memory-mapped) genome: 8 a bin, 4 a position, and a group's
+    """Bytes build_index holds beyond the (memory-mapped) genome: 4 a bin, 4 a position, and a group's
     codes and positions (8 a k-mer start)."""
-    return 8 * (4 ** k + 1) + 4 * genome_size + 8 * min(chunk + PIECE, genome_size)
+    return 4 * (4 ** k + 1) + 4 * genome_size + 8 * min(chunk + PIECE, genome_size)
 
 
 def build_index(genome: Genome, k: int = DEFAULTS.k, max_occ: int = DEFAULTS.max_occ, threads: int = 1,
@@ -182,7 +183,7 @@ def build_index(genome: Genome, k: int = DEFAULTS.k, max_occ: int = DEFAULTS.max
     saved = numba.get_num_threads()
     numba.set_num_threads(min(parts, numba.config.NUMBA_NUM_THREADS))
     try:
-        offsets = np.zeros(4 ** k + 1, dtype=np.int64)
+        offsets = np.zeros(4 ** k + 1, dtype=OFFSET)
         positions = np.zeros(0, dtype=np.uint32)
         room = min(chunk + PIECE, max(genome.size, 1))   # a group's k-mer starts, at most
         codes, where = np.empty(room, dtype=np.uint32), np.empty(room, dtype=np.uint32)
@@ -191,7 +192,7 @@ def build_index(genome: Genome, k: int = DEFAULTS.k, max_occ: int = DEFAULTS.max
         done = 0
         for count_only in (True, False):
             if not count_only:
-                np.cumsum(offsets, out=offsets)
+                np.cumsum(offsets, dtype=OFFSET, out=offsets)   # under 2^32: the genome is
                 positions = np.empty(int(offsets[-1]), dtype=np.uint32)
             bounds = code_ranges(offsets, parts, count_only)
             for (starts, firsts, lasts, piece_off), size in genome_pieces(genome, k, chunk):
@@ -263,7 +264,10 @@ def load_index(path: str) -> KmerIndex:
         def array(name):
             mapped = mapped_member(path, z.zip, name)
             return z[name] if mapped is None else mapped
-        return KmerIndex(int(z["k"]), int(z["max_occ"]), array("offsets"), array("positions"))
+        offsets = array("offsets")
+        if offsets.dtype != OFFSET:   # an index of before OFFSET (int64): the kernels take OFFSET
+            offsets = np.array(offsets, dtype=OFFSET)
+        return KmerIndex(int(z["k"]), int(z["max_occ"]), offsets, array("positions"))
 
 
 def mapped_member(path: str, archive: zipfile.ZipFile, name: str):

@@ -77,19 +77,21 @@ def test_capped_bins_count_the_bins_over_max_occ(rng):
 
 def test_load_index_maps_the_stored_arrays_and_reads_a_compressed_one_whole(tmp_path, rng):
     """save_index stores the arrays uncompressed: load_index memory-maps them (nothing read at load),
-    writeable copy-on-write, equal to np.load's; an index written compressed still loads, read whole."""
+    writeable copy-on-write, equal to np.load's; an index written compressed still loads, read whole;
+    one with int64 offsets (before OFFSET) loads with OFFSET's, equal."""
     import numpy as np
-    from gpualign.index import KmerIndex, load_index, save_index
-    index = KmerIndex(5, 50, np.cumsum(rng.integers(0, 3, size=4 ** 5 + 1)).astype(np.int64),
+    from gpualign.index import OFFSET, KmerIndex, load_index, save_index
+    index = KmerIndex(5, 50, np.cumsum(rng.integers(0, 3, size=4 ** 5 + 1)).astype(OFFSET),
                       rng.integers(0, 1 << 31, size=3000).astype(np.uint32))
     save_index(index, str(tmp_path / "a.idx.npz"), 10_000, "a")
     np.savez_compressed(tmp_path / "b.idx.npz", k=5, max_occ=50, offsets=index.offsets, positions=index.positions)
-    for name, mapped in (("a", True), ("b", False)):
+    np.savez(tmp_path / "c.idx.npz", k=5, max_occ=50, offsets=index.offsets.astype(np.int64), positions=index.positions)
+    for name, mapped in (("a", (True, True)), ("b", (False, False)), ("c", (False, True))):
         got = load_index(str(tmp_path / f"{name}.idx.npz"))
         assert (got.k, got.max_occ) == (5, 50)
-        for field in ("offsets", "positions"):
+        for field, is_mapped in zip(("offsets", "positions"), mapped):
             arr = getattr(got, field)
-            assert isinstance(arr, np.memmap) == mapped and arr.flags.writeable
+            assert isinstance(arr, np.memmap) == is_mapped and arr.flags.writeable
             assert arr.dtype == getattr(index, field).dtype and np.array_equal(arr, getattr(index, field))
 
 

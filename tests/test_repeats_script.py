@@ -48,3 +48,21 @@ def test_context_takes_the_first_that_applies():
     assert ctx(-1, 5, [600] * 7 + [3] * 6) == "high-copy k-mers"
     assert ctx(-1, 5, [600] * 6 + [3] * 7) == "unique"
     assert ctx(-1, 5, [-1] * 13) == "unique"
+
+
+def test_correct_shares_split_identical_copies_from_the_rest(tmp_path, capsys):
+    """The last table counts each aligner's correct reads of all, outside identical copies (with the
+    wrong ones) and in them; --report prints the tables again from a --tsv file."""
+    rows = [dict(read=f"r{i}", context=ctx, xs=0, dust=0.0, seeds_capped=0, seeds=13, median_bin=3, a=a, b=b)
+            for i, (ctx, a, b) in enumerate([
+                ("identical copy", "correct MAPQ<20", "wrong MAPQ<20"),
+                ("identical copy", "wrong MAPQ<20", "wrong MAPQ<20"),
+                ("unique", "correct MAPQ>=20", "correct MAPQ>=20"),
+                ("near copy", "wrong MAPQ>=20", "correct MAPQ<20"),
+                ("unique", "unmapped", "correct MAPQ>=20")])]
+    lines = repeats.correct_shares(rows, ["a", "b"])
+    assert "| a | 40.000 | 33.3333 (2) | 1 |" in lines and "| b | 60.000 | 100.0000 (0) | 0 |" in lines
+    tsv = tmp_path / "reads.tsv"
+    tsv.write_text("\t".join(rows[0]) + "\n" + "".join("\t".join(str(v) for v in r.values()) + "\n" for r in rows))
+    assert repeats.main(["--report", str(tsv), "--against", "b"]) == 0
+    assert capsys.readouterr().out.strip() == repeats.report(rows, ["a", "b"], "b").strip()
