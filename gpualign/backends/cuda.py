@@ -48,18 +48,22 @@ def _resident_key(arr):
 
 def _on_device(arr):
     """Genome and index arrays go to the GPU once per process, not once per batch; from their files
-    where they are memory-mapped (upload_from_file)."""
+    where they are memory-mapped and big (upload_from_file)."""
     key = _resident_key(arr)
     with _resident_lock:
         if key not in _resident:
             with trace.span("GPU genome and index upload"):
-                mapped = isinstance(arr, np.memmap) and arr.filename and arr.ndim == 1 and arr.flags.c_contiguous
+                mapped = (isinstance(arr, np.memmap) and arr.filename and arr.ndim == 1 and arr.flags.c_contiguous
+                          and arr.nbytes >= UPLOAD_FROM_FILE_MIN)
                 dev = upload_from_file(arr) if mapped else gpu.api().to_device(np.ascontiguousarray(arr))
                 _resident[key] = (arr, dev)
         return _resident[key][1]
 
 
 UPLOAD_CHUNK = 64 << 20   # bytes a page-locked buffer of upload_from_file holds
+# ... and the smallest array it uploads: below this a plain copy through the mapping is sooner than making
+# UPLOAD_THREADS page-locked buffers (a bacterial or chromosome index's arrays are 20-150 MB; a human's 1-12 GB)
+UPLOAD_FROM_FILE_MIN = 256 << 20
 UPLOAD_THREADS = 4        # ... and the threads reading into one each (H100 host, 1-16 threads: 6-13 GB/s, best at 4)
 
 
