@@ -405,3 +405,12 @@ def test_a_memory_mapped_array_goes_up_from_its_file(monkeypatch, tmp_path, rng,
     path.write_bytes(b"x" * 123 + data.tobytes() + b"tail")
     mapped = np.memmap(path, dtype=dtype, mode="c", offset=123, shape=(size,))
     assert np.array_equal(cuda.upload_from_file(mapped).copy_to_host(), data)
+
+
+def test_a_voting_block_larger_than_its_shared_slots_is_refused():
+    """vote_block keeps MAX_VOTE_THREADS shared slots: a launch setting above that stops with one line, not a
+    kernel writing past them."""
+    from gpualign.backends import launch, resident
+    assert resident._voting(launch.MAX_VOTE_THREADS) == launch.MAX_VOTE_THREADS
+    with pytest.raises(ValueError, match="1 to 256"):
+        resident._voting(launch.MAX_VOTE_THREADS + 1)

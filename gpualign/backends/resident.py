@@ -27,6 +27,13 @@ RESEED_BLOCKS = 4096     # blocks of a re-seeding launch, each with its own scra
 K = gpu.Kernels("resident_kernels")   # the kernels (resident_kernels.py), as gpu.py hands them out
 
 
+def _voting(threads: int) -> int:
+    """threads, for a block that votes: vote_block keeps a shared slot a thread, MAX_VOTE_THREADS of them."""
+    if not 1 <= threads <= launch.MAX_VOTE_THREADS:
+        raise ValueError(f"a voting block of {threads} threads: 1 to {launch.MAX_VOTE_THREADS}")
+    return threads
+
+
 def _first_in_shared(p):
     """Whether the first seeding's hits fit a block's shared memory (_seed_shared_kernel), or go to
     global memory (_seed_block_kernel)."""
@@ -88,16 +95,16 @@ def _chain(reads, genome, index, p, single_end):
                d["dropped"], d["unseen"], d["kept"], d["per read"])
     blocks = min(n, launch.SEED_FIRST_BLOCKS)   # a block a read, the block's hits in shared memory where they fit
     if _first_in_shared(p):
-        cu._launch_blocks(K._seed_shared_kernel, blocks, launch.SEED_FIRST_THREADS, d["picked"], npicked, codes,
+        cu._launch_blocks(K._seed_shared_kernel, blocks, _voting(launch.SEED_FIRST_THREADS), d["picked"], npicked, codes,
                           rc_codes, read_off, reads.k, *idx, index.max_occ, t, p.max_hits, p.max_candidates, stride,
                           *seeding, redo, nredo)
     else:
-        cu._launch_blocks(K._seed_block_kernel, blocks, launch.SEED_FIRST_THREADS, d["picked"], npicked, codes,
+        cu._launch_blocks(K._seed_block_kernel, blocks, _voting(launch.SEED_FIRST_THREADS), d["picked"], npicked, codes,
                           rc_codes, read_off, reads.k, *idx, index.max_occ, t, hits, p.max_hits, p.max_candidates,
                           stride, *seeding, redo, nredo)
     if widen:   # seed.reseed_incomplete's wider budgets, for the reads whose search was incomplete: few reads
         # with thousands of hits each, a block a read
-        cu._launch_blocks(K._seed_block_kernel, min(n, RESEED_BLOCKS), launch.SEED_BLOCK_THREADS, redo, nredo, codes, rc_codes,
+        cu._launch_blocks(K._seed_block_kernel, min(n, RESEED_BLOCKS), _voting(launch.SEED_BLOCK_THREADS), redo, nredo, codes, rc_codes,
                           read_off, reads.k, *idx, index.max_occ * tn.reseed_occ, t, hits,
                           p.max_hits * tn.reseed_hits, stride, stride, *seeding, cu._empty("no list", 1, np.int64),
                           nredo)
