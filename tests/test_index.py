@@ -132,8 +132,8 @@ def test_building_takes_no_more_memory_than_the_model(tmp_path):
     before, peak, model, positions = (int(v) for v in out)
     assert positions == n - 11
     assert peak - before <= model + (48 << 20), (peak - before, model)
-    # and the model is not loose: the offsets (8 bytes a bin) and positions (4 a position) are most of it
-    assert model <= 8 * (4 ** 12 + 1) + 4 * n + 8 * (1 << 25)
+    # and the model is not loose: the offsets (4 bytes a bin) and positions (4 a position) are most of it
+    assert model <= 4 * (4 ** 12 + 1) + 4 * n + 8 * (1 << 25)
 
 
 def test_a_genome_of_4_gbp_or_more_stops_with_one_line():
