@@ -19,8 +19,16 @@ import threading
 
 from .errors import InputError
 
+# Compressed bytes isal inflates a call. It releases the GIL while it inflates and takes it back after
+# each call, waiting behind any thread running Python (up to the 5 ms switch interval): with its own
+# 512 KiB, a file decoded beside a busy Python thread (the imports at start, the mapper's own Python)
+# took 2.9-3.1x as long as alone on the 2-core machine; with 16 MiB, 1.7-2.1x (1.4-1.6x beside work
+# that does not hold the GIL: the cores shared).
+ISAL_READ_BUFFER = 16 << 20
+
 try:  # isal decodes gzip about twice as fast as zlib; optional
     from isal import igzip as _igzip
+    _igzip.READ_BUFFER_SIZE = ISAL_READ_BUFFER   # what IGzipFile's reader is made with (isal 1.x)
 except ImportError:  # pragma: no cover - isal is in the pinned env, zlib is the fallback
     _igzip = None
 
