@@ -4,7 +4,7 @@
 THREADS_PER_BLOCK = 128
 RESCUE_THREADS = 32       # threads sharing one mate rescue's rows (cuda_kernels._rescue_block_kernel; at most 32)
 RESCUE_MAX_ROWS = 64      # rows of one thread's stripe there: reads up to RESCUE_THREADS times that
-SEED_BLOCK_THREADS = 64   # threads sharing one read's seeding (resident_kernels._seed_block_kernel; <= MAX_VOTE_THREADS)
+SEED_BLOCK_THREADS = 64   # threads sharing a read's seeding (resident_kernels._seed_block_kernel; <= MAX_VOTE_THREADS)
 MAX_VOTE_THREADS = 256    # ... the most a voting block may have (seed_block.vote_block's shared slots; compile-time)
 # The first seeding of every inexact read: a block of SEED_FIRST_THREADS (<= MAX_VOTE_THREADS) threads a read, at most
 # SEED_FIRST_BLOCKS blocks, the read's hits in the block's shared memory where max_hits <= SHARED_MAX_HITS

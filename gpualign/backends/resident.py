@@ -95,17 +95,17 @@ def _chain(reads, genome, index, p, single_end):
                d["dropped"], d["unseen"], d["kept"], d["per read"])
     blocks = min(n, launch.SEED_FIRST_BLOCKS)   # a block a read, the block's hits in shared memory where they fit
     if _first_in_shared(p):
-        cu._launch_blocks(K._seed_shared_kernel, blocks, _voting(launch.SEED_FIRST_THREADS), d["picked"], npicked, codes,
-                          rc_codes, read_off, reads.k, *idx, index.max_occ, t, p.max_hits, p.max_candidates, stride,
-                          *seeding, redo, nredo)
+        cu._launch_blocks(K._seed_shared_kernel, blocks, _voting(launch.SEED_FIRST_THREADS), d["picked"], npicked,
+                          codes, rc_codes, read_off, reads.k, *idx, index.max_occ, t, p.max_hits, p.max_candidates,
+                          stride, *seeding, redo, nredo)
     else:
         cu._launch_blocks(K._seed_block_kernel, blocks, _voting(launch.SEED_FIRST_THREADS), d["picked"], npicked, codes,
                           rc_codes, read_off, reads.k, *idx, index.max_occ, t, hits, p.max_hits, p.max_candidates,
                           stride, *seeding, redo, nredo)
     if widen:   # seed.reseed_incomplete's wider budgets, for the reads whose search was incomplete: few reads
         # with thousands of hits each, a block a read
-        cu._launch_blocks(K._seed_block_kernel, min(n, RESEED_BLOCKS), _voting(launch.SEED_BLOCK_THREADS), redo, nredo, codes, rc_codes,
-                          read_off, reads.k, *idx, index.max_occ * tn.reseed_occ, t, hits,
+        cu._launch_blocks(K._seed_block_kernel, min(n, RESEED_BLOCKS), _voting(launch.SEED_BLOCK_THREADS), redo,
+                          nredo, codes, rc_codes, read_off, reads.k, *idx, index.max_occ * tn.reseed_occ, t, hits,
                           p.max_hits * tn.reseed_hits, stride, stride, *seeding, cu._empty("no list", 1, np.int64),
                           nredo)
 
