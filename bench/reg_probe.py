@@ -11,13 +11,19 @@ out of the page cache first); with flags 8, index or private, 4 or 64 MiB, the r
 25 s (nor in 7 minutes, 64 MiB chunks on 4 threads, in bench/upload.py's first try). So upload_from_file's
 pread into page-locked buffers (10-13 GB/s on 4 threads) stays.
 """
-import ctypes, mmap, sys, time
+import ctypes
+import mmap
+import sys
+import time
+
 import numpy as np
+
 from gpualign import cuda_driver as driver
 from gpualign.index import load_index
 
 PAGE = mmap.PAGESIZE
-driver.init(); driver._bind()
+driver.init()
+driver._bind()
 arr = load_index(sys.argv[1]).positions
 mode = sys.argv[2]   # index, private or anon
 size = int(sys.argv[3]) << 20

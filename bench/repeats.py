@@ -32,7 +32,8 @@ table gives, per context, the reads and each aligner's losses, and (``--against`
 aligner loses where the other does not: the losses to work on next. A last table splits each aligner's
 correct share into reads outside identical copies and reads in them: a read whose window has an
 identical copy elsewhere matches each copy equally, so every aligner can only guess among them (right
-1/copies of the time; in pairs the mate may tell them apart); two aligners' counts there differ by chance, by about sqrt(2 n p (1 - p)) reads.
+1/copies of the time; in pairs the mate may tell them apart); two aligners' counts there differ by
+chance, by about sqrt(2 n p (1 - p)) reads.
 ``--tsv`` writes every read's features and outcomes; ``--report`` prints the tables from such a file.
 """
 from __future__ import annotations
@@ -168,7 +169,8 @@ def parse_args(argv=None):
     p.add_argument("--genome", required=not from_tsv, type=Path, help="the plain FASTA the reads were simulated from")
     p.add_argument("--index", required=not from_tsv, help="gpualign's k-mer index (PREFIX.idx.npz)")
     p.add_argument("--bwa-index", required=not from_tsv, help="bwa index prefix of the same genome")
-    p.add_argument("--bam", action="append", required=not from_tsv, default=[], metavar="NAME=PATH", help="an aligner's BAM/SAM")
+    p.add_argument("--bam", action="append", required=not from_tsv, default=[], metavar="NAME=PATH",
+                   help="an aligner's BAM/SAM")
     p.add_argument("--tolerance", type=int, default=5)
     p.add_argument("--near-edits", type=int, default=5, help="a near copy: within this many mismatches [5]")
     p.add_argument("--dust", type=float, default=20.0, help="DUST score of low complexity [20]")

@@ -192,7 +192,7 @@ def build_index(genome: Genome, k: int = DEFAULTS.k, max_occ: int = DEFAULTS.max
         done = 0
         for count_only in (True, False):
             if not count_only:
-                np.cumsum(offsets, dtype=OFFSET, out=offsets)   # under 2^32: the genome is
+                np.cumsum(offsets, dtype=OFFSET, out=offsets)   # under 2^32: the genome is under 4 Gbp
                 positions = np.empty(int(offsets[-1]), dtype=np.uint32)
             bounds = code_ranges(offsets, parts, count_only)
             for (starts, firsts, lasts, piece_off), size in genome_pieces(genome, k, chunk):

@@ -238,7 +238,7 @@ def test_the_block_vote_gives_the_clusters_of_a_serial_walk(rng, threads):
 
     @numba_cuda.jit
     def vote(a, at, nh, t, fo, cand_keys, cand_votes, max_cand, dropped, ncand):
-        best = numba_cuda.shared.array(sb.MAX_VOTE_THREADS, dtype=np.int64)
+        best = numba_cuda.shared.array(launch.MAX_VOTE_THREADS, dtype=np.int64)
         nc = sb.vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, 0, max_cand, dropped, 0)
         ncand[numba_cuda.threadIdx.x] = nc
 
@@ -410,7 +410,6 @@ def test_a_memory_mapped_array_goes_up_from_its_file(monkeypatch, tmp_path, rng,
 def test_a_voting_block_larger_than_its_shared_slots_is_refused():
     """vote_block keeps MAX_VOTE_THREADS shared slots: a launch setting above that stops with one line, not a
     kernel writing past them."""
-    from gpualign.backends import launch, resident
     assert resident._voting(launch.MAX_VOTE_THREADS) == launch.MAX_VOTE_THREADS
     with pytest.raises(ValueError, match="1 to 256"):
         resident._voting(launch.MAX_VOTE_THREADS + 1)

@@ -13,8 +13,8 @@ from numba import cuda
 from ..extend import NEG, TR_NOPS
 from . import cuda_kernels as ck
 from . import seed_block as sb
-from .launch import SHARED_MAX_HITS
-from .seed_block import MAX_RUNS, MAX_SEEDS, MAX_VOTE_THREADS
+from .launch import MAX_VOTE_THREADS, SHARED_MAX_HITS
+from .seed_block import MAX_RUNS, MAX_SEEDS
 from .cuda_kernels import MAX_W, d_derive_read, d_exact_hits, d_trace_pair
 
 d_kept_candidates = ck._dev["kept_candidates"]

@@ -22,7 +22,6 @@ from numba import cuda
 from ..encode import DIAG_BIAS, STRAND_BIT
 from ..seed import MAX_SEEDS
 from .cuda_kernels import _dev
-from .launch import MAX_VOTE_THREADS   # noqa: F401 (resident_kernels takes it from here)
 
 MAX_RUNS = 2 * MAX_SEEDS   # ascending runs of hits, a taken seed each
 VOTE_SHIFT = 1 << 32       # vote_block's key: votes * VOTE_SHIFT + (VOTE_SHIFT - 1 - first hit)

@@ -24,7 +24,7 @@ if REPO not in _pythonpath.split(os.pathsep):
     os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (REPO, _pythonpath) if p))
 
 from gpualign.errors import InputError  # noqa: E402
-from gpualign.index import chosen_k  # noqa: E402
+from gpualign.index import chosen_k, index_memory  # noqa: E402
 from gpualign.options import MapParams  # noqa: E402
 from gpualign.provenance import script_hash  # noqa: E402
 
@@ -188,6 +188,13 @@ samples = units[["sample"]].drop_duplicates().set_index("sample", drop=False)
 def index_k(k, input):
     """The k an index job will use: auto's from the genome's size (the 2-bit image holds 4 bases a byte)."""
     return chosen_k(k, 4 * os.path.getsize(input.packed))
+
+
+def index_mem_mb(wildcards, input):
+    """An index job's memory: gpualign.index.index_memory for its genome and k, the genome image it maps
+    (its pages count too) and the interpreter's own 512 MiB."""
+    size = 4 * os.path.getsize(input.packed)
+    return max(1000, int((index_memory(size, index_k(wildcards.k, input)) + input.size) / 2**20) + 512)
 
 
 wildcard_constraints:

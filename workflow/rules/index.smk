@@ -18,9 +18,7 @@ rule index_reference:
         code=script_code("index_reference.py"),
     threads: config["index"]["threads"]
     resources:
-        # index.index_memory: 4 bytes a genome position (the inputs hold 3/8 of a byte a base: about 11 bytes
-        # per input byte), 4 a bin, 128 MiB of k-mer codes in flight, and the interpreter's own
-        mem_mb=lambda wildcards, input: max(1000, int(11 * input.size_mb + 4 * 4 ** index_k(wildcards.k, input) / 2**20 + 640)),
+        mem_mb=index_mem_mb,
     conda:
         "../../envs/gpualign.yaml"
     script:
