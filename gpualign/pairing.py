@@ -196,6 +196,43 @@ def rescued_keys(t_strand, t_start, found, min_score):
     return out
 
 
+@njit(cache=True, nogil=True)
+def regroup_rescued(start, key, ext, new_read, new_key, new_ext):
+    """Candidates grouped by read (read r's rows start[r]:start[r + 1]) with the rescued ones
+    (new_*, in task order) added after each read's own, in one pass: (read, key, start, ext) as a
+    stable sort of all rows by read gives them (mapper.regrouped_by_sort, the reference)."""
+    n = start.shape[0] - 1
+    m = new_read.shape[0]
+    first = np.zeros(n + 1, dtype=np.int64)    # read r's rescued rows: order[first[r]:first[r + 1]]
+    for x in range(m):
+        first[new_read[x] + 1] += 1
+    for r in range(n):
+        first[r + 1] += first[r]
+    order = np.empty(m, dtype=np.int64)
+    fill = first[:n].copy()
+    for x in range(m):                         # a counting sort: task order kept within a read
+        order[fill[new_read[x]]] = x
+        fill[new_read[x]] += 1
+    out_start = start + first
+    total = out_start[n]
+    out_read = np.empty(total, dtype=np.int64)
+    out_key = np.empty(total, dtype=key.dtype)
+    out_ext = np.empty((total, ext.shape[1]), dtype=ext.dtype)
+    for r in range(n):
+        o = out_start[r]
+        for x in range(start[r], start[r + 1]):
+            out_read[o] = r
+            out_key[o] = key[x]
+            out_ext[o] = ext[x]
+            o += 1
+        for z in range(first[r], first[r + 1]):
+            out_read[o] = r
+            out_key[o] = new_key[order[z]]
+            out_ext[o] = new_ext[order[z]]
+            o += 1
+    return out_read, out_key, out_start, out_ext
+
+
 @njit(cache=True, parallel=True, nogil=True)
 def choose_fragments(pair_start, pair_key, eff, raw, loc, span, keep, lengths, name_hash, unseen, block,
                      stats, c_off, match, mismatch, min_score, unpaired_penalty, max_fragment,

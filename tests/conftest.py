@@ -74,17 +74,27 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+# the simulator runs a Python thread a CUDA thread: launches patched this small take several blocks even on
+# tiny inputs, and run in seconds (never the compile-time sizes, launch.CLOSE_SHARED_THREADS and the like)
+SMALL_LAUNCHES = {"THREADS_PER_BLOCK": 4, "CLOSE_THREADS": 4, "CLOSE_BLOCKS": 2, "SEED_FIRST_THREADS": 4,
+                  "SEED_FIRST_BLOCKS": 3}
+
+
+@pytest.fixture
+def small_launches(monkeypatch):
+    """The CUDA kernels launched in small blocks (SMALL_LAUNCHES) for this test."""
+    from gpualign.backends import launch
+    for name, value in SMALL_LAUNCHES.items():
+        monkeypatch.setattr(launch, name, value)
+
+
 @pytest.fixture(params=["cpu", "cuda"])
-def backend(request, monkeypatch):
+def backend(request):
     """Each backend module: cpu, and cuda in numba's simulator (launch configuration patched small,
     so even tiny inputs take several blocks)."""
-    from gpualign.backends import cpu, cuda, launch
+    from gpualign.backends import cpu, cuda
     if request.param == "cuda":
-        monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 4)
-        monkeypatch.setattr(launch, "CLOSE_THREADS", 4)
-        monkeypatch.setattr(launch, "CLOSE_BLOCKS", 2)
-        monkeypatch.setattr(launch, "SEED_FIRST_THREADS", 4)   # the simulator runs a Python thread a CUDA thread
-        monkeypatch.setattr(launch, "SEED_FIRST_BLOCKS", 3)
+        request.getfixturevalue("small_launches")
         return cuda
     return cpu
 

@@ -145,7 +145,7 @@ def test_the_mate_picks_the_right_copy_of_a_repeat(backend, rng):  # noqa: F811
     assert res.proper[0] == 1 and res.mapq[0] > 0
 
 
-def test_paired_backends_and_batch_sizes_give_identical_records(world, tmp_path):
+def test_paired_backends_and_batch_sizes_give_identical_records(world, tmp_path, small_launches):
     rng, genome, seqs, index = world
     batch, _ = simulate_pairs(rng, seqs, 130, length=50, insert=(250, 30), sub=0.03, indel=0.01)
     records = {}
@@ -174,3 +174,26 @@ def test_a_poor_clipped_mate_is_placed_beside_its_partner(backend, world):  # no
     contig, s1, s2 = true_starts(names[0].decode())
     assert res.proper[0] == res.proper[1] == 1
     assert res.local[1] == 1 and placed[1][0] == contig
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rescued_candidates_regroup_as_a_stable_sort_by_read(seed):
+    """with_rescued's one-pass regrouping against its reference, a stable sort of all rows by read:
+    random groups (some reads with none), rescued rows for random reads in any order."""
+    from gpualign.mapper import Candidates, regrouped_by_sort, with_rescued
+    from gpualign.extend import EXT_COLUMNS
+    rng = np.random.default_rng(1000 + seed)
+    n = int(rng.integers(1, 300))
+    counts = rng.integers(0, 5, n)
+    start = np.zeros(n + 1, dtype=np.int64)
+    start[1:] = np.cumsum(counts)
+    total = int(start[-1])
+    cand = Candidates(np.repeat(np.arange(n), counts), rng.integers(0, 1 << 40, total),
+                      start, rng.integers(-50, 50, (total, EXT_COLUMNS)))
+    m = int(rng.integers(1, 200))
+    new_read = rng.integers(0, n, m)
+    new_key, new_ext = rng.integers(0, 1 << 40, m), rng.integers(-50, 50, (m, EXT_COLUMNS))
+    got = with_rescued(n, cand, new_read, new_key, new_ext)
+    want = regrouped_by_sort(n, cand, new_read, new_key, new_ext)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)

@@ -31,8 +31,10 @@ from ..extend import EXT_COLUMNS, RESCUE_COLUMNS, TR_COLUMNS, TR_NOPS
 
 NAME = "cuda"
 # Mapping threads, each with its own stream: one batch's host work overlaps the others' GPU work.
-# On the H100 (10 M reads, 5 Mbp): 1 in flight 31.7 s, 2 27.4 s, 3 22.3 s (BENCHMARKS.md).
-BATCHES_IN_FLIGHT = 3
+# On the H100 (10 M reads, 5 Mbp): 1 in flight 31.7 s, 2 27.4 s, 3 22.3 s (BENCHMARKS.md); on an H200 host
+# (2026-11-26) 4 against 3: E. coli pairs 3.41-3.60 s against 3.53-3.66, chrX pairs 2.44-2.77 against 2.50-2.73;
+# 5 no better than 4.
+BATCHES_IN_FLIGHT = 4
 RESCUE_BLOCKS = 16384        # blocks of a rescue launch, a task a block at a time
 RESEED_CHUNK = 16384         # reads re-seeded per launch: 128 KB of hit scratch each, 2 GB per thread
 K = gpu.Kernels("cuda_kernels")   # the kernels (cuda_kernels.py), as gpu.py hands them out
@@ -419,6 +421,8 @@ def extend_on_device(bound, count, pair_read, pair_key, read_arrays, genome, p, 
     _launch(K._open_pairs_kernel, bound, count, pair_read, pair_key, *at, out, nopen, opened)
     narrow = t <= launch.NARROW_T
     threads = launch.CLOSE_THREADS if narrow else launch.THREADS_PER_BLOCK
+    if narrow and not 1 <= threads <= launch.CLOSE_SHARED_THREADS:
+        raise ValueError(f"launch.CLOSE_THREADS {threads}: 1 to CLOSE_SHARED_THREADS ({launch.CLOSE_SHARED_THREADS})")
     _launch_blocks(K._close_pairs_kernel if narrow else K._close_wide_pairs_kernel,
                    min(-(-bound // threads), launch.CLOSE_BLOCKS), threads, nopen, opened, pair_read, pair_key, *at,
                    _empty("no traceback", 1, np.uint8), out)   # the DPs leave it alone

@@ -22,7 +22,7 @@ from numba.cuda.core import config as cuda_core_config
 from .. import choose, encode, extend, seed
 from ..extend import PAIR_DONE, RESCUE_COL, RESCUE_ROW, RESCUE_SCORE
 from ..options import MAX_INDELS
-from .launch import CLOSE_THREADS, NARROW_T
+from .launch import CLOSE_SHARED_THREADS, NARROW_T
 from . import rescue_block as rb
 from .rescue_block import BOUNDARY, LANES_BEST, MAX_ROWS
 
@@ -32,8 +32,8 @@ MAX_W = 2 * MAX_INDELS + 2   # band row plus one, for the local-memory arrays of
 # a narrow band's six rows (close_pair's H, F, L, LF, HS, FS) for each thread of a block, in shared memory: 2t + 2
 # cells a row padded to an odd count, so that the threads of a warp reading cell b hit 32 different banks
 ROW_STRIDE = 2 * NARROW_T + 3
-NARROW_ROWS = (6, CLOSE_THREADS, ROW_STRIDE)
-NARROW_BASES = (CLOSE_THREADS, ROW_STRIDE)
+NARROW_ROWS = (6, CLOSE_SHARED_THREADS, ROW_STRIDE)
+NARROW_BASES = (CLOSE_SHARED_THREADS, ROW_STRIDE)
 
 # the per-read functions the kernels call, and the modules that define them
 _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read"],

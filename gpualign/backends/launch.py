@@ -14,9 +14,13 @@ SEED_FIRST_BLOCKS = 4096
 SHARED_MAX_HITS = 1024
 SCAN_THREADS = 1024   # the one block of an exclusive scan (at most 1024: its shared array)
 # Extension DPs (cuda_kernels._close_pairs_kernel): bands of t <= NARROW_T keep a thread's six band rows in shared
-# memory, CLOSE_THREADS threads a block (the shared rows are sized for that many: patch it smaller only), at most
-# CLOSE_BLOCKS blocks looping over the listed pairs (an H100 holds 132 x 6 such blocks at once).
+# memory, CLOSE_THREADS threads a block, at most CLOSE_BLOCKS blocks looping over the listed pairs (an H100 holds
+# 132 x 6 such blocks at once). The shared rows are sized for CLOSE_SHARED_THREADS when the kernels' module is
+# imported (compile-time: never patch it); tests patch CLOSE_THREADS smaller. Sized from CLOSE_THREADS itself, the
+# rows were 4 wide wherever a patched test imported the module first, and a later unpatched launch of 64 threads
+# ran past them (the pairing test that failed now and then, by test order).
 NARROW_T = 10
+CLOSE_SHARED_THREADS = 64
 CLOSE_THREADS = 64
 CLOSE_BLOCKS = 1024
 

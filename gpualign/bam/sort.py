@@ -28,6 +28,7 @@ import os
 import shutil
 import struct
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -226,18 +227,28 @@ class SortedBam(RecordSink):
             self.dups.append(dupf)
 
     def close(self):
+        removing = None
         try:
             with self.times("BAM records (wait)"):
                 self.finish()
                 self.run.close()
             with self.times("sorted BAM: merge and compress"):
                 entries = self.write_sorted()
+            # freeing the run file's blocks (0.06 s for 1.5 GB on the GPU host) goes on beside the index
+            removing = threading.Thread(target=self.remove_run, name="remove the run file")
+            removing.start()
             if self.index_path:
                 with self.times("sorted BAM: index"):
                     self.write_index(entries)
         finally:
-            with trace.span("remove the run file"):
-                shutil.rmtree(self.tmpdir, ignore_errors=True)
+            if removing is not None:
+                removing.join()
+            else:
+                self.remove_run()
+
+    def remove_run(self):
+        with trace.span("remove the run file"):
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     def write_sorted(self):
         """The sorted BAM (write_runs); returns the records' index entries."""
