@@ -126,7 +126,7 @@ def map_pair_batch(batch: Reads, genome, index, p: MapParams, backend, times: St
         if len(new_key):
             with times("extension"):
                 new_ext = backend.extend_stage(batch, genome, new_read, new_key, p)
-            cand = with_rescued(n, cand, new_read, new_key, new_ext)
+            cand = with_rescued(cand, new_read, new_key, new_ext)
             loci = timed_loci(cand, batch, p, times)
             choice = single_end_choice(batch, cand.start, cand.key, loci, unseen, p, times)
     proper = np.zeros(n, dtype=np.int64)
@@ -188,18 +188,18 @@ def traced(batch, genome, p, backend, times, choice: Choice, proper=None, insert
                        inserts=inserts)
 
 
-def with_rescued(n, cand: Candidates, new_read, new_key, new_ext) -> Candidates:
+def with_rescued(cand: Candidates, new_read, new_key, new_ext) -> Candidates:
     """Candidates with rescued ones added after each read's own (pairing.regroup_rescued: one pass,
     where a stable sort of all rows took 17-24 ms a batch of the mapping thread on the GPU host)."""
     return Candidates(*pairing.regroup_rescued(cand.start, cand.key, cand.ext, new_read, new_key, new_ext))
 
 
-def regrouped_by_sort(n, cand: Candidates, new_read, new_key, new_ext) -> Candidates:
+def regrouped_by_sort(cand: Candidates, new_read, new_key, new_ext) -> Candidates:
     """with_rescued's reference: all rows stably sorted by read."""
     reads = np.concatenate((cand.read, new_read))
     order = np.argsort(reads, kind="stable")
-    start = np.zeros(n + 1, dtype=np.int64)
-    start[1:] = np.cumsum(np.bincount(reads, minlength=n))
+    start = np.zeros_like(cand.start)
+    start[1:] = np.cumsum(np.bincount(reads, minlength=len(cand.start) - 1))
     return Candidates(reads[order], np.concatenate((cand.key, new_key))[order], start,
                       np.concatenate((cand.ext, new_ext))[order])
 

@@ -413,3 +413,13 @@ def test_a_voting_block_larger_than_its_shared_slots_is_refused():
     assert resident._voting(launch.MAX_VOTE_THREADS) == launch.MAX_VOTE_THREADS
     with pytest.raises(ValueError, match="1 to 256"):
         resident._voting(launch.MAX_VOTE_THREADS + 1)
+
+
+def test_a_close_pairs_block_larger_than_its_shared_rows_is_refused():
+    """The close-pairs kernel's shared rows are CLOSE_SHARED_THREADS wide: a block above that (or empty) stops with
+    one line, not a kernel writing past them."""
+    most = launch.CLOSE_SHARED_THREADS
+    assert launch.block_threads(most, most, "a close-pairs block") == most
+    for threads in (0, most + 1):
+        with pytest.raises(ValueError, match=f"a close-pairs block of {threads} threads: 1 to {most}"):
+            launch.block_threads(threads, most, "a close-pairs block")

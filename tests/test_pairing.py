@@ -193,7 +193,7 @@ def test_rescued_candidates_regroup_as_a_stable_sort_by_read(seed):
     m = int(rng.integers(1, 200))
     new_read = rng.integers(0, n, m)
     new_key, new_ext = rng.integers(0, 1 << 40, m), rng.integers(-50, 50, (m, EXT_COLUMNS))
-    got = with_rescued(n, cand, new_read, new_key, new_ext)
-    want = regrouped_by_sort(n, cand, new_read, new_key, new_ext)
+    got = with_rescued(cand, new_read, new_key, new_ext)
+    want = regrouped_by_sort(cand, new_read, new_key, new_ext)
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)

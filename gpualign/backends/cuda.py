@@ -420,9 +420,8 @@ def extend_on_device(bound, count, pair_read, pair_key, read_arrays, genome, p, 
     at = (*read_arrays, *_genome_args(genome), genome.size, *scoring)
     _launch(K._open_pairs_kernel, bound, count, pair_read, pair_key, *at, out, nopen, opened)
     narrow = t <= launch.NARROW_T
-    threads = launch.CLOSE_THREADS if narrow else launch.THREADS_PER_BLOCK
-    if narrow and not 1 <= threads <= launch.CLOSE_SHARED_THREADS:
-        raise ValueError(f"launch.CLOSE_THREADS {threads}: 1 to CLOSE_SHARED_THREADS ({launch.CLOSE_SHARED_THREADS})")
+    threads = (launch.block_threads(launch.CLOSE_THREADS, launch.CLOSE_SHARED_THREADS, "a close-pairs block")
+               if narrow else launch.THREADS_PER_BLOCK)
     _launch_blocks(K._close_pairs_kernel if narrow else K._close_wide_pairs_kernel,
                    min(-(-bound // threads), launch.CLOSE_BLOCKS), threads, nopen, opened, pair_read, pair_key, *at,
                    _empty("no traceback", 1, np.uint8), out)   # the DPs leave it alone

@@ -27,3 +27,11 @@ CLOSE_BLOCKS = 1024
 
 def blocks_for(n: int) -> int:
     return max(1, (n + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK)
+
+
+def block_threads(threads: int, most: int, what: str) -> int:
+    """threads, for a block whose shared arrays have a slot for each of at most `most` threads (a compile-time
+    size); a ValueError outside 1..most."""
+    if not 1 <= threads <= most:
+        raise ValueError(f"{what} of {threads} threads: 1 to {most}")
+    return threads

@@ -29,9 +29,7 @@ K = gpu.Kernels("resident_kernels")   # the kernels (resident_kernels.py), as gp
 
 def _voting(threads: int) -> int:
     """threads, for a block that votes: vote_block keeps a shared slot a thread, MAX_VOTE_THREADS of them."""
-    if not 1 <= threads <= launch.MAX_VOTE_THREADS:
-        raise ValueError(f"a voting block of {threads} threads: 1 to {launch.MAX_VOTE_THREADS}")
-    return threads
+    return launch.block_threads(threads, launch.MAX_VOTE_THREADS, "a voting block")
 
 
 def _first_in_shared(p):
