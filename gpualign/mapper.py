@@ -31,6 +31,7 @@ from .bam.sort import SortedBam, UnsortedBam
 from .batches import as_batches, block_of_fragments, block_starts
 from .choose import HOST_PARALLEL, Choice, Loci, loci_of, place_multi_exact, single_end_choice
 from .errors import InputError
+from .md import MdNm
 from .options import MapParams, check_optical_distance
 from .output import scratch_dir
 from .reads import Reads, encode_reads
@@ -49,6 +50,7 @@ class BatchResult:
     ops: np.ndarray       # CIGAR of mapped reads, rows follow `mapped`
     lens: np.ndarray
     trace: np.ndarray     # score, first aligned base, reference start, end row, end column, nops
+    md: MdNm              # MD and NM of the mapped reads, rows follow `mapped`
     mapped: np.ndarray    # indices of mapped reads in the batch
     proper: np.ndarray | None = None   # paired batches: 1 where the read is part of a proper pair
     inserts: np.ndarray | None = None  # paired batches: pairing.insert_estimates of each block
@@ -83,8 +85,8 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTi
     resident = getattr(backend, "single_end_batch", None)
     if resident is not None:
         with times("mapping (resident on the GPU)"):
-            *choice, ops, lens, trace_rows, mapped = resident(batch, genome, index, p)
-        return BatchResult(*choice, ops=ops, lens=lens, trace=trace_rows, mapped=mapped)
+            *choice, ops, lens, trace_rows, md, mapped = resident(batch, genome, index, p)
+        return BatchResult(*choice, ops=ops, lens=lens, trace=trace_rows, md=MdNm(*md), mapped=mapped)
     exact, cand, unseen = extended_candidates(batch, genome, index, p, backend, times, multi_exact=False)
     loci = timed_loci(cand, batch, p, times)
     choice = single_end_choice(batch, cand.start, cand.key, loci, unseen, p, times)
@@ -179,13 +181,14 @@ def timed_loci(cand: Candidates, batch, p, times):
 
 
 def traced(batch, genome, p, backend, times, choice: Choice, proper=None, inserts=None) -> BatchResult:
-    """The batch's result: CIGARs of the chosen placements by banded alignment with traceback."""
+    """The batch's result: CIGARs of the chosen placements by banded alignment with traceback, and
+    their MD and NM."""
     key = choice.key
     mapped = np.flatnonzero(key >= 0)
     with times("traceback"):
-        ops, lens, trace = backend.traceback_stage(batch, genome, mapped, key[mapped], choice.local[mapped], p)
-    return BatchResult(**choice._asdict(), ops=ops, lens=lens, trace=trace, mapped=mapped, proper=proper,
-                       inserts=inserts)
+        ops, lens, trace, md = backend.traceback_stage(batch, genome, mapped, key[mapped], choice.local[mapped], p)
+    return BatchResult(**choice._asdict(), ops=ops, lens=lens, trace=trace, md=MdNm(*md), mapped=mapped,
+                       proper=proper, inserts=inserts)
 
 
 def with_rescued(cand: Candidates, new_read, new_key, new_ext) -> Candidates:

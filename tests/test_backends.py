@@ -45,6 +45,8 @@ def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world, 
     a, b = results
     for f in ("key", "local", "score", "sub", "mapq", "mapped", "trace", "ops", "lens"):
         assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    for f in a.md._fields:   # MD and NM: the cpu's beside its traceback, the GPU's in the resident chain
+        assert np.array_equal(getattr(a.md, f), getattr(b.md, f)), f
     for f in ("key", "score", "sub", "mapq"):
         assert np.array_equal(getattr(a, f), np.concatenate([getattr(h, f) for h in halves])), f
     assert len(a.mapped) >= len(batch) // 2   # not a vacuous comparison

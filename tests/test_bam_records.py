@@ -11,13 +11,14 @@ import pytest
 from gpualign.backends import cpu
 from gpualign.bam import bgzf
 from gpualign.bam.bai import reg2bin
-from gpualign.bam.records import batch_bam_records, md_and_nm
+from gpualign.bam.records import batch_bam_records
 from gpualign.bam.sam_records import batch_records, full_cigar
 from gpualign.encode import OP_D, OP_I, OP_M, OP_S, pack_codes, pack_nmask
 from gpualign.extend import TR_COLUMNS, TR_END_ROW, TR_NOPS, TR_READ_START, TR_REF_START
 from gpualign.index import build_index
 from gpualign.memmove import MEMMOVE
 from gpualign.mapper import map_batch
+from gpualign.md import md_and_nm
 from gpualign.options import MapParams
 from gpualign.reads import encode_reads
 from gpualign.sam import make_header
@@ -70,10 +71,10 @@ def md_nm(query, genome, cigar, gstart=0):
     trace = np.zeros((1, TR_COLUMNS), dtype=np.int64)
     trace[0, TR_READ_START], trace[0, TR_REF_START], trace[0, TR_NOPS] = qs, gstart, len(core)
     trace[0, TR_END_ROW] = len(query) - (cigar[-1][1] if cigar[-1][0] == OP_S else 0)
-    ref = (pack_codes(genome), pack_nmask(genome), np.zeros(1, dtype=np.int64))
-    size, nm = md_and_nm(query, 0, ops, lens, trace, 0, ref, np.zeros(1, dtype=np.uint8), 0, False)
+    ref = (pack_codes(genome), pack_nmask(genome))
+    size, nm = md_and_nm(query, 0, ops.ravel(), lens.ravel(), 0, 1, trace, 0, *ref, np.zeros(1, dtype=np.uint8), 0, False)
     buf = np.zeros(size, dtype=np.uint8)
-    end, nm_written = md_and_nm(query, 0, ops, lens, trace, 0, ref, buf, 0, True)
+    end, nm_written = md_and_nm(query, 0, ops.ravel(), lens.ravel(), 0, 1, trace, 0, *ref, buf, 0, True)
     assert (end, nm_written) == (size, nm)
     return bytes(buf).decode(), nm
 
@@ -129,6 +130,7 @@ def test_record_bound_holds_for_the_worst_md_and_cigars(rng):
     the bound must hold for every record, down to reads that mismatch everywhere, alternate one-base
     deletions with one-base matches, carry a mate's long CIGAR, and a read group."""
     from gpualign.bam.records import encode_record, record_bound, record_fields
+    from gpualign.md import md_of_rows
     from gpualign.encode import STRAND_BIT
     glen, pairs = 4000, 40
     gcodes = rng.integers(0, 4, size=glen).astype(np.uint8)
@@ -162,9 +164,13 @@ def test_record_bound_holds_for_the_worst_md_and_cigars(rng):
     key = np.where(rng.random(n_reads) < 0.5, STRAND_BIT, 0).astype(np.int64)
     mapq, score = np.full(n_reads, 60, dtype=np.int64), np.full(n_reads, -123456, dtype=np.int64)
     aln = (row_of, key, mapq, score, score.copy(), ops, lens, trace)
+    rc_codes = np.concatenate([np.where(codes[a:b] == 4, 4, 3 - codes[a:b])[::-1]
+                               for a, b in zip(read_off[:-1], read_off[1:])]).astype(np.uint8)
+    md = md_of_rows(np.arange(n_reads), np.where(mapped, key, -1), codes, rc_codes, read_off, ops, lens, trace,
+                    *ref[:2])
     for paired in (False, True):
         fields = record_fields(aln, ref, np.ones(n_reads, dtype=np.int64), paired, 0, n_reads)
         for rg in (np.zeros(0, dtype=np.uint8), np.frombuffer(b"a-long-read-group-id", dtype=np.uint8)):
             for r in range(n_reads):
-                size = encode_record(r, reads, aln, ref, rg, fields[r], np.zeros(1, dtype=np.uint8), 0, False, MEMMOVE)
-                assert size <= record_bound(r, reads, aln, rg, paired), (r, paired)
+                size = encode_record(r, reads, aln, md, rg, fields[r], np.zeros(1, dtype=np.uint8), 0, False, MEMMOVE)
+                assert size <= record_bound(r, reads, aln, md, rg, paired), (r, paired)

@@ -6,7 +6,9 @@ import pytest
 from Bio import Align
 
 from gpualign import encode, extend
+from gpualign.bam.sam_records import full_cigar
 from gpualign.encode import CODE
+from gpualign.md import md_bound
 from gpualign.options import MapParams
 
 import naive
@@ -440,7 +442,8 @@ def test_ungapped_shortcut_equals_the_dp(backend, rng, scoring):
         genome, batch, keys = near_exact_world(rng)
         reads = np.arange(len(batch))
         out = backend.extend_stage(batch, genome, reads, keys, p)
-        ops, lens, trace = backend.traceback_stage(batch, genome, reads, keys, np.zeros(len(batch), np.int64), p)
+        ops, lens, trace, (md, md_off, nm) = backend.traceback_stage(batch, genome, reads, keys,
+                                                                    np.zeros(len(batch), np.int64), p)
         gtext = "".join("ACGTN"[c] for c in genome.codes())
         for x, key in enumerate(keys):
             s0, e0 = batch.read_off[x], batch.read_off[x + 1]
@@ -465,6 +468,11 @@ def test_ungapped_shortcut_equals_the_dp(backend, rng, scoring):
             assert (trace[x, extend.TR_READ_START], trace[x, extend.TR_REF_START]) == (tr[1], ws + tr[2])
             assert ops[x, :nops].tolist() == want_ops[:nops].tolist()
             assert lens[x, :nops].tolist() == want_lens[:nops].tolist()
+            # the row's MD and NM, made beside the traceback (md.py; on the GPU, cuda_kernels._md_kernel)
+            cigar = full_cigar(ops[x], lens[x], nops, int(tr[1]), int(res[1]), len(q))
+            want_md = naive.md_nm(q, genome.codes()[ws + int(tr[2]):], cigar)
+            assert (bytes(md[md_off[x]:md_off[x + 1]]).decode(), nm[x]) == want_md, x
+            assert md_off[x + 1] - md_off[x] <= md_bound(1, len(q), p.max_indels)
     assert decided > 20   # the shortcut was taken, not only the DP
 
 

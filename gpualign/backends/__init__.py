@@ -9,13 +9,15 @@ seed.py and extend.py, so their records are identical. A backend module provides
     exact_stage(reads, genome, index, p) -> (counts[n], keys[n, max_exact])
     candidate_stage(reads, sel, index, p) -> (ncand[m], keys[m, c], votes[m, c], dropped[m])
     extend_stage(reads, genome, pair_read, pair_key, p) -> ext[pairs, EXT_COLUMNS] (extend.py's columns)
-    traceback_stage(reads, genome, rows, key, local, p) -> (ops, lens, trace[rows, TR_COLUMNS])
+    traceback_stage(reads, genome, rows, key, local, p) -> (ops, lens, trace[rows, TR_COLUMNS], md)
+                                           md: the rows' MD and NM (md.MdNm's fields), made beside the
+                                           traceback so that the BAM encoder only copies them
     rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p) -> found[tasks, 3]
 
 and may provide, as optional abilities the mapper asks for with getattr:
 
     BATCHES_IN_FLIGHT   batches mapped at once on threads of their own (default 1)
-    single_end_batch(reads, genome, index, p) -> (key, local, score, sub, mapq, ops, lens, trace, mapped)
+    single_end_batch(reads, genome, index, p) -> (key, local, score, sub, mapq, ops, lens, trace, md, mapped)
                         mapper.map_batch's whole chain kept in the backend's memory (cuda: resident.py);
                         without it the mapper calls the stages above one by one
     candidates_and_choice(reads, genome, index, p) -> (exact counts, (read, key, start, ext), unseen,

@@ -12,6 +12,7 @@ from numba import njit, prange
 
 from ..extend import EXT_COLUMNS, RESCUE_COL, RESCUE_COLUMNS, RESCUE_ROW, RESCUE_SCORE, TR_COLUMNS, TR_NOPS, \
     extend_pair_cpu, rescue_align, tidy_cigars, trace_pair
+from ..md import md_of_rows
 from ..reads import derived
 from ..seed import exact_hits, find_candidates, scratch_words
 
@@ -114,8 +115,9 @@ def _trace(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_
 
 
 def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
-    """Alignments of the chosen placements: CIGAR ops/lens[m, maxops] (M/I/D, forward order) and
-    out[m, 6]: score, first aligned read base, reference start, end row, end column, number of ops."""
+    """Alignments of the chosen placements: CIGAR ops/lens[m, maxops] (M/I/D, forward order),
+    out[m, 6]: score, first aligned read base, reference start, end row, end column, number of ops,
+    and their MD and NM (md.md_of_rows)."""
     m = len(sel_read)
     maxops = 2 * int(reads.lengths.max(initial=1)) + 2
     ops = np.zeros(m * maxops, dtype=np.uint8)
@@ -125,7 +127,10 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
            np.asarray(sel_local, dtype=np.int64), reads.codes, reads.rc_codes, reads.read_off,
            genome.packed, genome.nmask, genome.offsets, genome.ends, genome.size, p.max_indels,
            p.match, p.mismatch, p.gap_open, p.gap_extend, maxops, ops, lens, out)
-    return (*tidy_cigars(ops.reshape(m, maxops), lens.reshape(m, maxops), out[:, TR_NOPS]), out)
+    ops, lens = tidy_cigars(ops.reshape(m, maxops), lens.reshape(m, maxops), out[:, TR_NOPS])
+    md = md_of_rows(np.asarray(sel_read, dtype=np.int64), np.asarray(sel_key, dtype=np.int64), reads.codes,
+                    reads.rc_codes, reads.read_off, ops, lens, out, genome.packed, genome.nmask)
+    return ops, lens, out, md
 
 
 @njit(parallel=True, cache=True)

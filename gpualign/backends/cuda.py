@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import extend, trace
 from ..errors import InputError
+from ..md import md_bound
 from ..batches import fragments_per_batch
 from ..reads import word_offsets
 from ..seed import scratch_words
@@ -437,16 +438,35 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
     lens = _empty("lens", max(m, 1) * (2 * maxlen + 2), np.int32)
     out = _empty("traceback", (max(m, 1), TR_COLUMNS), np.int64)
     tb = _empty("traceback bytes", max(m, 1) * maxlen * W, np.uint8)
-    _launch(K._trace_kernel, m, _upload("sel_read", np.asarray(sel_read, dtype=np.int64)),
-            _upload("sel_key", np.asarray(sel_key, dtype=np.int64)),
-            _upload("sel_local", np.asarray(sel_local, dtype=np.int64)),
-            *_read_arrays(reads, "codes", "rc_codes", "read_off"),
-            *_genome_args(genome), genome.size, p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend,
-            maxlen, tb, ops, lens, out)
-    out = _fetch(out[:m])[0]
+    sel_read, sel_key = (_upload(slot, np.asarray(a, dtype=np.int64)) for slot, a in
+                         (("sel_read", sel_read), ("sel_key", sel_key)))
+    read_arrays = _read_arrays(reads, "codes", "rc_codes", "read_off")
+    _launch(K._trace_kernel, m, sel_read, sel_key, _upload("sel_local", np.asarray(sel_local, dtype=np.int64)),
+            *read_arrays, *_genome_args(genome), genome.size, p.max_indels, p.match, p.mismatch, p.gap_open,
+            p.gap_extend, maxlen, tb, ops, lens, out)
+    md_off, text, nm = md_on_device(False, sel_read, sel_key, read_arrays, ops, lens, out, genome, maxlen,
+                                    p.max_indels)
+    out, md_off, nm = _fetch(out[:m], md_off, nm[:m])
     width = max(1, int(out[:, TR_NOPS].max(initial=0)))
-    ops, lens = _fetch(ops[:width * m], lens[:width * m])
-    return (*extend.tidy_cigars(ops.reshape(width, m).T, lens.reshape(width, m).T, out[:, TR_NOPS]), out)
+    ops, lens, text = _fetch(ops[:width * m], lens[:width * m], text[:int(md_off[m])])
+    return (*extend.tidy_cigars(ops.reshape(width, m).T, lens.reshape(width, m).T, out[:, TR_NOPS]), out,
+            (text, md_off, nm))
+
+
+def md_on_device(by_read, sel_read, sel_key, read_arrays, ops, lens, trace, genome, maxlen, t):
+    """The MD and NM of the traceback's rows (one a key of sel_key, in the GPU's CIGAR layout), made
+    on the GPU from its traceback: (offsets, text, NM) as device arrays, the sizes measured, summed
+    by one block, then the strings written (cuda_kernels._md_kernel, _offsets_kernel)."""
+    rows = sel_key.shape[0]
+    md_off = _empty("md offsets", rows + 1, np.int64)
+    nm = _empty("nm", max(rows, 1), np.int64)
+    text = _empty("md text", md_bound(rows, maxlen, t), np.uint8)
+    args = (sel_read, sel_key, *read_arrays, ops, lens, trace, _on_device(genome.packed), _on_device(genome.nmask),
+            md_off, text, nm)
+    _launch(K._md_kernel, rows, False, by_read, *args)
+    _launch_block(K._offsets_kernel, launch.block_threads(launch.SCAN_THREADS, launch.SCAN_SHARED, "a scan"), md_off)
+    _launch(K._md_kernel, rows, True, by_read, *args)
+    return md_off, text, nm
 
 
 def rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p):

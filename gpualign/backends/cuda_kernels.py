@@ -1,5 +1,5 @@
 """The CUDA backend's kernels as numba.cuda functions: the per-read functions of seed.py, extend.py,
-encode.py and choose.py recompiled as device functions, and the kernels of the staged path (a
+encode.py, choose.py and md.py recompiled as device functions, and the kernels of the staged path (a
 stage a launch: cuda.py's *_stage functions, which serve the paired path's rescue and traceback, and
 tests). The resident chain's kernels are in resident_kernels.py.
 
@@ -19,10 +19,10 @@ import numpy as np
 from numba import cuda
 from numba.cuda.core import config as cuda_core_config
 
-from .. import choose, encode, extend, seed
+from .. import choose, encode, extend, md, seed
 from ..extend import PAIR_DONE, RESCUE_COL, RESCUE_ROW, RESCUE_SCORE
 from ..options import MAX_INDELS
-from .launch import CLOSE_SHARED_THREADS, NARROW_T
+from .launch import CLOSE_SHARED_THREADS, NARROW_T, SCAN_SHARED
 from . import rescue_block as rb
 from .rescue_block import BOUNDARY, LANES_BEST, MAX_ROWS
 
@@ -44,7 +44,8 @@ _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read
                     "rows_from_start", "first_row_to_end", "one_gap_below", "ungapped_best", "ungapped_decides",
                     "banded_dp", "banded_scores", "local_can_win", "best_clipped_segment", "local_may_win",
                     "skip_local", "open_pair", "close_pair", "push_op", "traceback", "trace_pair"],
-           choose: ["locus_scores", "mapq_of", "choose_one", "place_exact_copy"]}
+           choose: ["locus_scores", "mapq_of", "choose_one", "place_exact_copy"],
+           md: ["put_decimal", "md_and_nm", "md_of_row"]}
 
 
 def _device_functions():
@@ -68,6 +69,7 @@ d_scratch_words = _dev["scratch_words"]
 d_open_pair = _dev["open_pair"]
 d_close_pair = _dev["close_pair"]
 d_trace_pair = _dev["trace_pair"]
+d_md_of_row = _dev["md_of_row"]
 
 
 @cuda.jit(cache=True)
@@ -173,6 +175,59 @@ def _trace_kernel(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_pac
                  cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
                  cuda.local.array(MAX_W, dtype=np.uint8), tb, x * maxlen * (2 * t + 1), cuda.local.array(4, dtype=np.int64),
                  cuda.local.array(4, dtype=np.int64), ops, lens, x, sel_read.shape[0], out)
+
+
+@cuda.jit(cache=True)
+def _md_kernel(write, by_read, sel_read, sel_key, codes, rc_codes, read_off, ops, lens, trace, g_packed, g_nmask,
+               md_off, text, nm):
+    """MD and NM of each traceback row (md.md_of_row), row x being read sel_read[x] placed at sel_key[x]
+    (by_read: read x, as the resident chain traces every read; sel_read is then not read). Measured
+    (write False: row x's size to md_off[x + 1], its NM to nm[x]), or written at md_off[x] once
+    _offsets_kernel has summed the sizes. CIGARs in the GPU's layout: op j of row x at [j * rows + x]."""
+    x = cuda.grid(1)
+    rows = sel_key.shape[0]
+    if x >= rows:
+        return
+    r = x if by_read else sel_read[x]
+    if write:
+        d_md_of_row(x, r, sel_key[x], codes, rc_codes, read_off, ops, lens, x, rows, trace, g_packed, g_nmask, text,
+                    md_off[x], True)
+    else:
+        end, nm_x = d_md_of_row(x, r, sel_key[x], codes, rc_codes, read_off, ops, lens, x, rows, trace, g_packed,
+                                g_nmask, text, 0, False)
+        md_off[x + 1] = end
+        nm[x] = nm_x
+
+
+@cuda.jit(cache=True)
+def _offsets_kernel(off):
+    """off[1:], sizes, turned into their running sums and off[0] into 0 (where each row's piece
+    starts), by one block: each thread sums a contiguous chunk, thread 0 scans the chunk sums in
+    shared memory, each thread then adds its chunk's start to its sizes."""
+    sums = cuda.shared.array(SCAN_SHARED, dtype=np.int64)
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    n = off.shape[0] - 1
+    chunk = (n + nt - 1) // nt
+    lo = min(tid * chunk, n)
+    hi = min(lo + chunk, n)
+    s = 0
+    for i in range(lo, hi):
+        s += off[i + 1]
+    sums[tid] = s
+    cuda.syncthreads()
+    if tid == 0:
+        run = 0
+        for j in range(nt):
+            v = sums[j]
+            sums[j] = run
+            run += v
+        off[0] = 0
+    cuda.syncthreads()
+    run = sums[tid]
+    for i in range(lo, hi):
+        run += off[i + 1]
+        off[i + 1] = run
 
 
 @cuda.jit(cache=True)

@@ -18,6 +18,7 @@ counts read on the device, so no stage waits for the host.
 import numpy as np
 
 from .. import extend, seed
+from ..md import md_bound
 from ..extend import TR_COLUMNS, TR_NOPS
 from ..reads import word_offsets
 from . import cuda as cu
@@ -133,6 +134,9 @@ def _chain(reads, genome, index, p, single_end):
                d["counts"], d["exact keys"], emax, name_hash, d["unseen"], p.match, p.mismatch, p.gap_open,
                p.gap_extend, p.min_score, single_end, *(d[f] for f in CHOICE), maxlen, tb, d["ops"], d["lens"],
                d["trace"])
+    if single_end:   # every read's MD and NM from its traceback (key: the read's own row; unmapped ones empty)
+        d["md offsets"], d["md text"], d["nm"] = cu.md_on_device(True, d["key"], d["key"], (codes, rc_codes, read_off),
+                                                                 d["ops"], d["lens"], d["trace"], genome, maxlen, t)
     return d
 
 
@@ -143,25 +147,28 @@ def _empty_batch(single_end):
     none = np.zeros(0, dtype=np.int64)
     if single_end:
         return (none,) * 5 + (np.zeros((0, 1), np.uint8), np.zeros((0, 1), np.int32),
-                              np.zeros((0, TR_COLUMNS), np.int64), none)
+                              np.zeros((0, TR_COLUMNS), np.int64), (np.zeros(0, np.uint8), np.zeros(1, np.int64), none),
+                              none)
     return none, (none, none, np.zeros(1, np.int64), np.zeros((0, extend.EXT_COLUMNS), np.int64)), \
         none, (none, none, none, none, np.zeros(0, np.bool_)), (none,) * 5
 
 
 def single_end_batch(reads, genome, index, p):
     """mapper.map_batch's result fields for a single-end batch, computed on the GPU:
-    (key, local, score, sub, mapq, ops, lens, trace, mapped)."""
+    (key, local, score, sub, mapq, ops, lens, trace, md, mapped)."""
     n = len(reads)
     if n == 0:
         return _empty_batch(True)
     d = _chain(reads, genome, index, p, single_end=True)
-    *choice, out = cu._fetch(*(d[f] for f in CHOICE), d["trace"])
+    *choice, out, md_off, nm = cu._fetch(*(d[f] for f in CHOICE), d["trace"], d["md offsets"], d["nm"])
     width = max(1, int(out[:, TR_NOPS].max(initial=0)))
-    ops, lens = cu._fetch(d["ops"][:width * n], d["lens"][:width * n])
+    ops, lens, text = cu._fetch(d["ops"][:width * n], d["lens"][:width * n], d["md text"][:int(md_off[n])])
     mapped = np.flatnonzero(choice[0] >= 0)
     out = out[mapped]
     ops, lens = extend.tidy_cigars(ops.reshape(width, n).T[mapped], lens.reshape(width, n).T[mapped], out[:, TR_NOPS])
-    return (*choice, ops, lens, out, mapped)
+    # an unmapped read's MD is empty, so the mapped reads' strings lie end to end in the text
+    md = (text, np.append(md_off[mapped], md_off[n]), nm[mapped])
+    return (*choice, ops, lens, out, md, mapped)
 
 
 def candidates_and_choice(reads, genome, index, p):
@@ -209,5 +216,6 @@ def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
         slots |= {f: 8 * tasks for f in ("task_read", "task_strand", "task_start", "task_len", "pair_read", "pair_key")}
         slots |= {"rescue": 8 * extend.RESCUE_COLUMNS * tasks, "extension counters": 16}
     slots |= {"ops": traced * (2 * maxlen + 2), "lens": 4 * traced * (2 * maxlen + 2),
-              "traceback": 8 * TR_COLUMNS * traced, "traceback bytes": traced * maxlen * (2 * t + 1)}
+              "traceback": 8 * TR_COLUMNS * traced, "traceback bytes": traced * maxlen * (2 * t + 1),
+              "md offsets": 8 * (traced + 1), "nm": 8 * traced, "md text": md_bound(traced, maxlen, t)}
     return slots

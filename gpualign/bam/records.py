@@ -1,24 +1,23 @@
-"""A batch's records, their fields and MD/NM computed once: encoded as BAM bytes by numba here, or
-built as pysam records for SAM text from the same fields (sam_records.py).
+"""A batch's records, their fields computed once: encoded as BAM bytes by numba here, or built as
+pysam records for SAM text from the same fields (sam_records.py). MD and NM come with the mapping
+result (md.py, made by the backend's traceback stage), so both outputs copy the same strings.
 
 - record_fields: per read, what depends on the mate too (flag, position, mate position, TLEN, the
   mate's MAPQ), for both outputs.
-- md_and_nm: the MD string and NM of an alignment, read off the packed genome; the one
-  implementation (the BAM encoder writes it into the record, batch_md_nm hands it to SAM text).
-  N in the read or the reference counts as a mismatch, as it scores as one.
 - encode_batch: the BAM records of a batch straight into one byte buffer, without a Python object
   per read, in two passes (sizes, then bytes at prefix-summed offsets). Layout follows the SAM
   specification (section 4.2), bins come from bai.reg2bin; integer tags are written as int32
   ('i'), which readers treat alike. Tags: NM MD AS [XS] [MC MQ] [RG] [-C comments].
 - batch_bam_records: the encoder the BAM sinks (sort.py) run on their worker threads.
 
-The kernels take a batch as three tuples of arrays (kernel_args builds them), unpacked where used:
+The kernels take a batch as four tuples of arrays (kernel_args builds them), unpacked where used:
 
     reads = (names, name_off, codes, scratch, quals, read_off)   the reads (reads.Reads); scratch: room for
             one read, where a reverse read's complement is written
     aln   = (row_of, key, mapq, score, sub, ops, lens, trace)      row_of[read]: its traceback row,
             -1 unmapped; key, mapq, score, sub per read; ops, lens, trace per row (extend.py)
     ref   = (g_packed, g_nmask, c_off)                             the genome
+    md    = (text, off, nm)                                        md.MdNm's, rows as the traceback's
 
 encode_record writes a record with small put_* helpers inlined into it (inline='always'): as
 separate calls, passing tuples and arrays, they made encoding about 7% slower.
@@ -27,9 +26,10 @@ separate calls, passing tuples and arrays, they made encoding about 7% slower.
 import numpy as np
 from numba import njit
 
-from ..encode import BASES, CIGAR_CHARS, OP_D, OP_I, OP_M, OP_S, STRAND_BIT, base_at, contig_of
+from ..encode import CIGAR_CHARS, OP_D, OP_M, OP_S, STRAND_BIT, contig_of
 from ..extend import TR_END_ROW, TR_NOPS, TR_READ_START, TR_REF_START
 from ..jitcache import use_versioned_cache
+from ..md import put_decimal
 from ..memmove import MEMMOVE
 from ..reads import MAX_READ_LEN
 from ..sam import (FLAG_MATE_REVERSE, FLAG_MATE_UNMAPPED, FLAG_PAIRED, FLAG_PROPER, FLAG_READ1, FLAG_READ2,
@@ -69,22 +69,6 @@ def put_int(buf, off, value, nbytes, write):
 
 
 @njit(cache=True, nogil=True)
-def put_decimal(buf, off, value, write):
-    """A non-negative integer in decimal digits."""
-    digits = 1
-    v = value
-    while v >= 10:
-        v //= 10
-        digits += 1
-    if write:
-        v = value
-        for i in range(digits - 1, -1, -1):
-            buf[off + i] = 48 + v % 10
-            v //= 10
-    return off + digits
-
-
-@njit(cache=True, nogil=True)
 def put_tag_head(buf, off, c1, c2, kind, write):
     """A tag's name (two characters) and type character."""
     if write:
@@ -97,86 +81,6 @@ def put_tag_head(buf, off, c1, c2, kind, write):
 @njit(cache=True, nogil=True)
 def put_int_tag(buf, off, c1, c2, value, write):
     return put_int(buf, put_tag_head(buf, off, c1, c2, 105, write), value, 4, write)   # 'i'
-
-
-@njit(cache=True, nogil=True)
-def md_and_nm(q, qoff, ops, lens, trace, row, ref, buf, off, write):
-    """Write the MD string (no terminator) from off; returns (end offset, NM). q[qoff:]: the read's
-    codes in reference orientation; row: its row of the traceback arrays ops, lens and trace.
-    Not inlined, and given arrays rather than the aln tuple: measured faster so."""
-    g_packed, g_nmask, _ = ref
-    run = 0
-    nm = 0
-    qi = qoff + trace[row, TR_READ_START]
-    gi = trace[row, TR_REF_START]
-    for x in range(trace[row, TR_NOPS]):
-        op = ops[row, x]
-        ln = lens[row, x]
-        if op == OP_M:
-            y = 0
-            while y < ln:   # a genome word at a time: its bases shifted out, its N bits checked at once
-                p = gi + y
-                cnt = min(16 - (p & 15), ln - y)
-                word = np.uint32(g_packed[p >> 4]) >> np.uint32(2 * (p & 15))
-                no_n = (np.uint32(g_nmask[p >> 5]) >> np.uint32(p & 31)) & np.uint32((1 << cnt) - 1) == 0
-                for z in range(cnt):
-                    rb = word & 3 if no_n else base_at(g_packed, g_nmask, p + z)
-                    word >>= np.uint32(2)
-                    qb = q[qi + y + z]
-                    if qb != rb or rb == 4:   # a read N (4) never equals a base
-                        off = put_decimal(buf, off, run, write)
-                        if write:
-                            buf[off] = BASES[rb]
-                        off += 1
-                        run = 0
-                        nm += 1
-                    else:
-                        run += 1
-                y += cnt
-            qi += ln
-            gi += ln
-        elif op == OP_I:
-            qi += ln
-            nm += ln
-        elif op == OP_D:
-            off = put_decimal(buf, off, run, write)
-            if write:
-                buf[off] = 94  # '^'
-            off += 1
-            for y in range(ln):
-                if write:
-                    buf[off] = BASES[base_at(g_packed, g_nmask, gi + y)]
-                off += 1
-            run = 0
-            nm += ln
-            gi += ln
-    off = put_decimal(buf, off, run, write)
-    return off, nm
-
-
-@njit(cache=True, nogil=True)
-def batch_md_nm(reads, aln, ref):
-    """MD text of every read of a batch in one buffer, (bytes, offsets[n+1], NM[n]); an unmapped
-    read has an empty MD and NM -1. For SAM text."""
-    _, _, codes, scratch, _, read_off = reads
-    row_of, key, _, _, _, ops, lens, trace = aln
-    n = row_of.shape[0]
-    nm = np.full(n, -1, dtype=np.int64)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    buf = np.zeros(1, dtype=np.uint8)
-    for write in (False, True):
-        for r in range(n):
-            row = row_of[r]
-            end = offsets[r]
-            if row >= 0:
-                q, qoff = oriented_read(codes, read_off[r], read_off[r + 1] - read_off[r], key[r] >= STRAND_BIT,
-                                        scratch)
-                end, nm_r = md_and_nm(q, qoff, ops, lens, trace, row, ref, buf, offsets[r], write)
-                nm[r] = nm_r
-            offsets[r + 1] = end
-        if not write:
-            buf = np.empty(offsets[n], dtype=np.uint8)
-    return buf, offsets, nm
 
 
 @njit(cache=True, nogil=True)
@@ -298,19 +202,18 @@ def put_seq_qual(buf, off, q, qoff, quals, quals_off, n, reverse, write, memmove
 
 
 @njit(cache=True, nogil=True, inline='always')
-def put_alignment_tags(buf, off, r, q, qoff, aln, ref, write):
+def put_alignment_tags(buf, off, r, aln, md, write, memmove):
     """NM, MD, AS and XS (when there is a second best score) of mapped read r."""
-    row_of, _, _, score, sub, ops, lens, trace = aln
+    row_of, _, _, score, sub, _, _, _ = aln
+    text, md_off, nm = md
     row = row_of[r]
-    # NM comes first (samtools' order) but is known only after the MD walk: its fixed 7 bytes are
-    # left for it and filled after, so one walk both writes MD and counts NM
-    nm_at = off
-    off = put_tag_head(buf, off + 7, 77, 68, 90, write)                  # MD:Z
-    md_end, nm = md_and_nm(q, qoff, ops, lens, trace, row, ref, buf, off, write)
-    put_int_tag(buf, nm_at, 78, 77, nm, write)                           # NM
+    off = put_int_tag(buf, off, 78, 77, nm[row], write)                 # NM
+    off = put_tag_head(buf, off, 77, 68, 90, write)                      # MD:Z
+    size = md_off[row + 1] - md_off[row]
     if write:
-        buf[md_end] = 0
-    off = put_int_tag(buf, md_end + 1, 65, 83, score[r], write)         # AS
+        memmove(buf.ctypes.data + off, text.ctypes.data + md_off[row], size)
+        buf[off + size] = 0
+    off = put_int_tag(buf, off + size + 1, 65, 83, score[r], write)     # AS
     if sub[r] >= 0:
         off = put_int_tag(buf, off, 88, 83, sub[r], write)               # XS
     return off
@@ -327,10 +230,10 @@ def put_mate_tags(buf, off, m, mate_len, aln, mq, write):
 
 
 @njit(cache=True, nogil=True)
-def encode_record(r, reads, aln, ref, rg, fields, buf, off, write, memmove):
+def encode_record(r, reads, aln, md, rg, fields, buf, off, write, memmove):
     """The BAM record of read r at off (fields: its record_fields row; rg: the read group ID's
-    bytes, empty for none; memmove: memmove.MEMMOVE, which copies the name and qualities). Returns
-    the offset after it; with write False only measures."""
+    bytes, empty for none; memmove: memmove.MEMMOVE, which copies the name, qualities and MD).
+    Returns the offset after it; with write False only measures."""
     names, name_off, codes, scratch, quals, read_off = reads
     row_of, key, mapq, _, _, _, _, trace = aln
     start = off
@@ -366,7 +269,7 @@ def encode_record(r, reads, aln, ref, rg, fields, buf, off, write, memmove):
         off = put_cigar(buf, off, aln, row, n, False, write)
     off = put_seq_qual(buf, off, q, qoff, quals, read_off[r], n, reverse, write, memmove)
     if row >= 0:
-        off = put_alignment_tags(buf, off, r, q, qoff, aln, ref, write)
+        off = put_alignment_tags(buf, off, r, aln, md, write, memmove)
     m = r ^ 1
     if fields[F_FLAG] & FLAG_PAIRED and row_of[m] >= 0:
         off = put_mate_tags(buf, off, m, read_off[m + 1] - read_off[m], aln, fields[F_MQ], write)
@@ -383,21 +286,17 @@ def encode_record(r, reads, aln, ref, rg, fields, buf, off, write, memmove):
 
 
 @njit(cache=True, nogil=True)
-def record_bound(r, reads, aln, rg, paired):
-    """At least the bytes encode_record writes for read r, from lengths alone (no MD walk). MD has at
-    most 2 characters an aligned read base and 3 a deleted reference base (a run of matches writes
-    no more digits than its length, or "0"); a text CIGAR operation at most 6 (lengths < 10**5)."""
+def record_bound(r, reads, aln, md, rg, paired):
+    """At least the bytes encode_record writes for read r, from lengths alone: a text CIGAR operation
+    takes at most 6 (lengths < 10**5)."""
     _, name_off, _, _, _, read_off = reads
-    row_of, _, _, _, _, ops, lens, trace = aln
+    row_of, _, _, _, _, _, _, trace = aln
+    md_off = md[1]
     n = read_off[r + 1] - read_off[r]
     size = 36 + name_off[r + 1] - name_off[r] + 1 + (n + 1) // 2 + n + 4 + rg.shape[0] + 1
     row = row_of[r]
-    if row >= 0:
-        deleted = 0
-        for x in range(trace[row, TR_NOPS]):
-            if ops[row, x] == OP_D:
-                deleted += lens[row, x]
-        size += 4 * (trace[row, TR_NOPS] + 2) + 7 + 4 + 2 * n + 3 * deleted + 1 + 7 + 7   # CIGAR NM MD AS XS
+    if row >= 0:   # CIGAR NM MD AS XS
+        size += 4 * (trace[row, TR_NOPS] + 2) + 7 + 4 + md_off[row + 1] - md_off[row] + 1 + 7 + 7
     m = r ^ 1
     if paired and m < row_of.shape[0] and row_of[m] >= 0:
         size += 4 + 6 * (trace[row_of[m], TR_NOPS] + 2) + 1 + 7                            # MC MQ
@@ -405,7 +304,7 @@ def record_bound(r, reads, aln, rg, paired):
 
 
 @njit(cache=True, nogil=True)
-def encode_batch(reads, aln, ref, rg, proper, paired, first, last, memmove, dup):
+def encode_batch(reads, aln, ref, md, rg, proper, paired, first, last, memmove, dup):
     """The records of reads first..last-1 of a batch, in read order: (bytes, record offsets, coordinate
     sort keys, duplicate-marking fields (dup_fields; no rows unless dup)). Paired: first and last even.
 
@@ -416,12 +315,12 @@ def encode_batch(reads, aln, ref, rg, proper, paired, first, last, memmove, dup)
     n = fields.shape[0]
     bound = 0
     for r in range(first, last):
-        bound += record_bound(r, reads, aln, rg, paired)
+        bound += record_bound(r, reads, aln, md, rg, paired)
     buf = np.empty(bound, dtype=np.uint8)   # written once, front to back: untouched pages cost nothing
     offsets = np.zeros(n + 1, dtype=np.int64)
     keys = np.full(n, UNMAPPED_KEY, dtype=np.int64)
     for r in range(n):
-        offsets[r + 1] = encode_record(first + r, reads, aln, ref, rg, fields[r], buf, offsets[r], True, memmove)
+        offsets[r + 1] = encode_record(first + r, reads, aln, md, rg, fields[r], buf, offsets[r], True, memmove)
         if fields[r, F_RID] >= 0:
             strand = 1 if fields[r, F_FLAG] & FLAG_REVERSE else 0
             keys[r] = (fields[r, F_RID] << 33) | (fields[r, F_POS] << 1) | strand
@@ -485,7 +384,7 @@ def dup_fields(reads, aln, fields, keys, paired, first, last):
 
 
 def kernel_args(batch, res, genome):
-    """A batch and its mapping result as the kernels take them: (reads, aln, ref, proper, paired)."""
+    """A batch and its mapping result as the kernels take them: (reads, aln, ref, md, proper, paired)."""
     row_of = np.full(len(batch), -1, dtype=np.int64)
     row_of[res.mapped] = np.arange(len(res.mapped))
     scratch = np.empty(MAX_READ_LEN, dtype=np.uint8)   # a reverse read's complement, one at a time
@@ -493,7 +392,8 @@ def kernel_args(batch, res, genome):
     aln = (row_of, res.key, res.mapq, res.score, res.sub, np.ascontiguousarray(res.ops),
            np.ascontiguousarray(res.lens), res.trace)
     paired = res.proper is not None
-    return reads, aln, (genome.packed, genome.nmask, genome.offsets), res.proper if paired else row_of, paired
+    return (reads, aln, (genome.packed, genome.nmask, genome.offsets), tuple(res.md),
+            res.proper if paired else row_of, paired)
 
 
 def record_slices(n: int):
@@ -508,8 +408,8 @@ def batch_bam_records(batch, res, genome, rg_id, first=0, last=None, dup=False):
     and the reads' flow-cell places from their names: a tie-break, and optical duplicates')."""
     last = len(batch) if last is None else last
     rg = np.frombuffer((rg_id or "").encode(), dtype=np.uint8)
-    reads, aln, ref, proper, paired = kernel_args(batch, res, genome)
-    buf, offsets, keys, dupf = encode_batch(reads, aln, ref, rg, proper, paired, first, last, MEMMOVE, dup)
+    reads, aln, ref, md, proper, paired = kernel_args(batch, res, genome)
+    buf, offsets, keys, dupf = encode_batch(reads, aln, ref, md, rg, proper, paired, first, last, MEMMOVE, dup)
     if dup:
         dupf[:, D_LOC] = name_locations(batch.names, batch.name_off, first, last)
     if batch.has_comments:   # read with -C: the comments' tags end each record

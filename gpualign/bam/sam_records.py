@@ -1,5 +1,5 @@
 """SAM text's records: a batch as pysam records (pysam writes the text), built from what the BAM
-encoder writes (records.py: record_fields, and MD and NM from batch_md_nm), with its tags in the
+encoder writes (records.py: record_fields, and the result's MD and NM, md.py), with its tags in the
 same order, so SAM text and BAM hold the same records."""
 
 import pysam
@@ -8,7 +8,7 @@ from ..encode import BASES, COMPLEMENT, OP_S
 from ..extend import TR_END_ROW, TR_NOPS, TR_READ_START
 from ..sam import FLAG_REVERSE
 from ..tags import comment_fields
-from .records import F_FLAG, F_MPOS, F_MQ, F_MRID, F_POS, F_RID, F_TLEN, batch_md_nm, kernel_args, record_fields
+from .records import F_FLAG, F_MPOS, F_MQ, F_MRID, F_POS, F_RID, F_TLEN, kernel_args, record_fields
 
 
 def full_cigar(ops, lens, nops, qs, qe, n):
@@ -24,10 +24,9 @@ def full_cigar(ops, lens, nops, qs, qe, n):
 def batch_records(batch, res, genome, header, rg_id):
     """pysam records of a batch, in input order, for SAM text: the fields, MD and NM the BAM
     encoder writes, tags in its order."""
-    reads, aln, ref, proper, paired = kernel_args(batch, res, genome)
+    _, aln, ref, (md, md_off, nm), proper, paired = kernel_args(batch, res, genome)
     row_of, key, mapq, score, sub, ops, lens, trace = aln
     fields = record_fields(aln, ref, proper, paired, 0, len(batch))
-    md, md_off, nm = batch_md_nm(reads, aln, ref)
     records = []
     for r, f in enumerate(fields):
         s, e = batch.read_off[r], batch.read_off[r + 1]
@@ -54,7 +53,9 @@ def batch_records(batch, res, genome, header, rg_id):
     for r, (a, f) in enumerate(zip(records, fields)):
         tags = []
         if row_of[r] >= 0:
-            tags += [("NM", int(nm[r])), ("MD", bytes(md[md_off[r]:md_off[r + 1]]).decode()), ("AS", int(score[r]))]
+            row = row_of[r]
+            tags += [("NM", int(nm[row])), ("MD", bytes(md[md_off[row]:md_off[row + 1]]).decode()),
+                     ("AS", int(score[r]))]
             if sub[r] >= 0:
                 tags.append(("XS", int(sub[r])))
         if paired and row_of[r ^ 1] >= 0:   # MC, MQ: none beside an unmapped mate (Picard rejects MC:Z:*)
