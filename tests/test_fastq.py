@@ -81,8 +81,9 @@ def random_records(rng, n):
 
 @pytest.mark.parametrize("threads", [1, 3])
 def test_batches_and_threads_do_not_change_the_reads(tmp_path, monkeypatch, threads, rng):
-    """Streaming in batches (cut anywhere, parsed on threads, gzip in several members, decoded by
-    rapidgzip when threads > 1) gives the reads one whole-file parse gives."""
+    """Streaming in batches (cut anywhere, parsed on threads, a batch in pieces side by side, gzip in
+    several members, decoded by rapidgzip when threads > 1) gives the reads one whole-file parse gives."""
+    monkeypatch.setattr(fastq_module, "PIECE_RECORDS", int(rng.integers(1, 8)))
     monkeypatch.setattr(fastq_module, "PARALLEL_GZIP_MIN", 0)
     monkeypatch.setattr(fastq_module, "PARALLEL_GZIP_THREADS", 2)
     recs = random_records(rng, 500)
@@ -122,6 +123,20 @@ def test_an_error_names_the_line_in_the_whole_file(tmp_path, rng):
         fh.write("@late\nACGT\n")
     with pytest.raises(InputError, match=f"line {4 * bad + 2}: invalid base '!'"):
         list(read_batches(path, 8, 7, 2))
+
+
+def test_a_batch_parsed_in_pieces_reports_its_first_bad_record(tmp_path, monkeypatch, rng):
+    """Two bad records in two pieces of one batch: the earlier one is reported, with its line in the
+    file, whichever piece finishes first."""
+    monkeypatch.setattr(fastq_module, "PIECE_RECORDS", 3)   # batches of 40 in 4 pieces of 10
+    recs = random_records(rng, 120)
+    first, later = int(rng.integers(50, 60)), int(rng.integers(70, 80))   # pieces 1 and 3 of the second batch
+    recs[first] = (recs[first][0], "AC!T", "IIII")
+    recs[later] = (recs[later][0], "ACGT", "II")
+    path = fastq(tmp_path / "r.fq", recs)
+    for threads in (1, 4):
+        with pytest.raises(InputError, match=f"line {4 * first + 2}: invalid base '!'"):
+            list(read_batches(path, 8, 40, threads))
 
 
 # ---- mates of two files, read in lockstep ------------------------------------------------------
