@@ -41,7 +41,7 @@ from .optical import name_locations
 use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
 SEQ_NIBBLE = np.array([1, 2, 4, 8, 15], dtype=np.uint8)   # A C G T N in BAM's 4-bit code
-RECORDS_PER_TASK = 1 << 15   # records one encoding task writes: a batch's are spread over threads
+RECORDS_PER_TASK = 1 << 14   # records one encoding task writes: a batch's are spread over threads
 
 # columns of record_fields
 F_FLAG, F_RID, F_POS, F_END, F_MRID, F_MPOS, F_TLEN, F_MQ = range(8)

@@ -124,7 +124,13 @@ def gather(src, starts, sizes, rows, memmove):
 
 class RecordSink:
     """Encodes items (a batch and its result, or a slice of them: whatever `encode` takes) on worker
-    threads and hands their records to `consume` in input order."""
+    threads and hands their records to `consume` in input order.
+
+    add() waits for the oldest item only when JOBS_PER_WORKER items a worker are pending: waiting
+    whenever every worker had one kept a batch's last slices from being handed out while the slices
+    before them were consumed (0.05 s at the end of a run on the GPU host)."""
+
+    JOBS_PER_WORKER = 3
 
     def __init__(self, encode, threads: int):
         self.encode = encode
@@ -134,7 +140,7 @@ class RecordSink:
 
     def add(self, *item):
         self.jobs.append(self.pool.submit(self.encode, *item))
-        while self.jobs and (len(self.jobs) > self.workers or self.jobs[0].done()):
+        while self.jobs and (len(self.jobs) > self.JOBS_PER_WORKER * self.workers or self.jobs[0].done()):
             self.consume(*self.jobs.popleft().result())
 
     def finish(self):
