@@ -308,15 +308,16 @@ def joined_pieces(parts):
 
 def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = False, decoder: str | None = None,
            ramp: bool = False):
-    """(bytes, n records, lines before it) of each batch of at most batch_size complete records (the
-    first ones smaller with ramp, as ramp_sizes). A file with no records is an error unless allow_empty
-    (a chunk of a split sample may be empty). decoder: see seqio.Input (None: the fastest that fits)."""
+    """(bytes, n records, lines before it) of each batch of at most batch_size complete records (with
+    ramp, the first ones smaller, as ramp_sizes, and the last block's records in END_BATCHES batches).
+    A file with no records is an error unless allow_empty (a chunk of a split sample may be empty).
+    decoder: see seqio.Input (None: the fastest that fits)."""
     sizes = ramp_sizes(batch_size) if ramp else itertools.repeat(batch_size)
     reads = ramp_sizes(READ_BLOCK) if ramp else itertools.repeat(READ_BLOCK)   # the first batch not behind 48 MB
     with opened(path, "reads", threads, decoder, PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS) as fh:
         blocks = in_background(decoded_blocks(fh, reads), depth=DECODED_AHEAD)
         try:
-            yield from cut_batches(path, blocks, sizes, allow_empty)
+            yield from cut_batches(path, blocks, sizes, allow_empty, END_BATCHES if ramp else 1)
         finally:
             blocks.close()   # the decoding thread stopped before its input is closed
 
@@ -327,30 +328,40 @@ def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = Fal
 DECODED_AHEAD = 2
 
 
+# The last block's records (a block shorter than asked for: the input's end) go out in END_BATCHES batches, so that
+# they are parsed, mapped and encoded side by side: what follows the end of decoding is the run's tail.
+END_BATCHES = 4
+
+
 def decoded_blocks(fh, sizes):
-    """fh's decoded blocks of `sizes` bytes (fewer only at the end of the input), then b"" once."""
+    """(block, last) for fh's decoded blocks of `sizes` bytes (fewer only at the end of the input: then
+    last is True), then (b"", True) once."""
     while True:
+        size = next(sizes)
         with trace.span("decompress"):
-            block = fh.read(next(sizes))
-        yield block
+            block = fh.read(size)
+        yield block, len(block) < size
         if not block:
             return
 
 
-def cut_batches(path, blocks, sizes, allow_empty):
-    """chunks' batches of the decoded `blocks` (the last one b"")."""
+def cut_batches(path, blocks, sizes, allow_empty, end_batches=1):
+    """chunks' batches of the decoded `blocks` (decoded_blocks'); the last block's records in
+    end_batches batches (or more: none above the batch size)."""
     pending = np.zeros(0, dtype=np.uint8)
     lines_before = 0
     eof = False
     while not eof:
-        block = next(blocks)
+        block, last = next(blocks)
         eof = not block
         if eof and len(pending) and pending[-1] != 10:
             block = b"\n"      # a last line without its newline is still a line
         buf = joined(pending, block)
         start = 0
+        most = -(-newlines_in(buf, 0, len(buf)) // (4 * end_batches)) if last and end_batches > 1 else None
         while True:   # every complete record now, in batches of at most batch_size
-            end, n = cut_records(buf, start, next(sizes))
+            size = next(sizes)
+            end, n = cut_records(buf, start, size if most is None else max(1, min(size, most)))
             if n == 0:
                 break
             yield buf[start:end], n, lines_before

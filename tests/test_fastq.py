@@ -111,6 +111,15 @@ def test_a_ramp_starts_with_small_batches(tmp_path, rng):
     assert [len(b) for b in read_batches(path, 6, 160)] == [160] * 6 + [40]
 
 
+def test_a_ramp_ends_with_the_last_blocks_records_in_several_batches(tmp_path, rng):
+    """With ramp, the records of the input's last block (one that came short: here the whole file)
+    go out in END_BATCHES batches or more, none above a quarter of them, so they map side by side."""
+    path = fastq(tmp_path / "r.fq", random_records(rng, 1000))
+    sizes = [len(b) for b in read_batches(path, 6, 1000, ramp=True)]
+    assert fastq_module.END_BATCHES == 4
+    assert sizes == [62, 125, 250, 250, 250, 63]
+
+
 def test_an_error_names_the_line_in_the_whole_file(tmp_path, rng):
     recs = random_records(rng, 100)
     bad = int(rng.integers(10, 100))
