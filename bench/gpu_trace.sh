@@ -16,7 +16,8 @@
 set -uo pipefail
 START=$(date +%s)
 export WHL=${WHL:-.whlreal}
-DEADLINE=${DEADLINE:-330} ALIGNERS=gpualign DECODERS='' bash bench/gpu_real.sh > /tmp/gpu_real.txt 2>&1
+# its own results folder: a benchmark's JSONs in $OUT, from a gpu_real.sh run earlier in the same call, are kept
+OUT=/tmp/trace_real DEADLINE=${DEADLINE:-330} ALIGNERS=gpualign DECODERS='' bash bench/gpu_real.sh > /tmp/gpu_real.txt 2>&1
 echo "reads and indexes ready +$(( $(date +%s) - START )) s"
 source bench/device_env.sh 2> /dev/null || exit 1
 D=/tmp/traces; rm -rf $D; mkdir -p $D; cp /tmp/gpu_real.txt $D/
