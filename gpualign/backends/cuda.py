@@ -23,8 +23,8 @@ import numpy as np
 
 from .. import extend, trace
 from ..errors import InputError
-from ..md import md_bound
 from ..batches import fragments_per_batch
+from ..md import md_bound
 from ..reads import word_offsets
 from ..seed import scratch_words
 from . import gpu, launch
@@ -326,6 +326,11 @@ def _launch_block(kernel, nthreads, *args):
     _enqueue(kernel, 1, nthreads, *args)
 
 
+def _launch_scan(kernel, *args):
+    """A one-block scan (cuda_kernels.d_chunk_start) of launch.SCAN_THREADS threads, at most its shared slots."""
+    _launch_block(kernel, launch.block_threads(launch.SCAN_THREADS, launch.SCAN_SHARED, "a scan"), *args)
+
+
 def _enqueue(kernel, blocks, threads, *args):
     stream, timed = _stream(), trace.enabled()
     with trace.span("GPU launch (turns)"), gpu.launch_turns():
@@ -464,7 +469,7 @@ def md_on_device(by_read, sel_read, sel_key, read_arrays, ops, lens, trace, geno
     args = (sel_read, sel_key, *read_arrays, ops, lens, trace, _on_device(genome.packed), _on_device(genome.nmask),
             md_off, text, nm)
     _launch(K._md_kernel, rows, False, by_read, *args)
-    _launch_block(K._offsets_kernel, launch.block_threads(launch.SCAN_THREADS, launch.SCAN_SHARED, "a scan"), md_off)
+    _launch_scan(K._offsets_kernel, md_off)
     _launch(K._md_kernel, rows, True, by_read, *args)
     return md_off, text, nm
 

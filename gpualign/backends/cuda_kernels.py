@@ -199,21 +199,19 @@ def _md_kernel(write, by_read, sel_read, sel_key, codes, rc_codes, read_off, ops
         nm[x] = nm_x
 
 
-@cuda.jit(cache=True)
-def _offsets_kernel(off):
-    """off[1:], sizes, turned into their running sums and off[0] into 0 (where each row's piece
-    starts), by one block: each thread sums a contiguous chunk, thread 0 scans the chunk sums in
-    shared memory, each thread then adds its chunk's start to its sizes."""
-    sums = cuda.shared.array(SCAN_SHARED, dtype=np.int64)
+@cuda.jit(device=True)
+def d_chunk_start(values, first, n, sums):
+    """A one-block exclusive scan of values[first:first + n], chunk by chunk: this thread's chunk
+    [lo, hi) (the block's threads split the items in order) and the sum of the values before it.
+    Each thread sums its chunk into the shared `sums` (a slot a thread), thread 0 scans them."""
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    n = off.shape[0] - 1
     chunk = (n + nt - 1) // nt
     lo = min(tid * chunk, n)
     hi = min(lo + chunk, n)
     s = 0
     for i in range(lo, hi):
-        s += off[i + 1]
+        s += values[first + i]
     sums[tid] = s
     cuda.syncthreads()
     if tid == 0:
@@ -222,9 +220,17 @@ def _offsets_kernel(off):
             v = sums[j]
             sums[j] = run
             run += v
-        off[0] = 0
     cuda.syncthreads()
-    run = sums[tid]
+    return lo, hi, sums[tid]
+
+
+@cuda.jit(cache=True)
+def _offsets_kernel(off):
+    """off[1:], sizes, turned into their running sums and off[0] into 0 (where each row's piece
+    starts), by one block (d_chunk_start)."""
+    lo, hi, run = d_chunk_start(off, 1, off.shape[0] - 1, cuda.shared.array(SCAN_SHARED, dtype=np.int64))
+    if cuda.threadIdx.x == 0:
+        off[0] = 0
     for i in range(lo, hi):
         run += off[i + 1]
         off[i + 1] = run

@@ -18,8 +18,8 @@ counts read on the device, so no stage waits for the host.
 import numpy as np
 
 from .. import extend, seed
-from ..md import md_bound
 from ..extend import TR_COLUMNS, TR_NOPS
+from ..md import md_bound
 from ..reads import word_offsets
 from . import cuda as cu
 from . import gpu, launch
@@ -112,8 +112,8 @@ def _chain(reads, genome, index, p, single_end):
     d["pair start"] = cu._empty("pair start", n + 1, np.int64)
     d["pair read"] = cu._empty("pair read", bound, np.int64)
     d["pair key"] = cu._empty("pair key", bound, np.int64)
-    cu._launch_block(K._pairs_kernel, launch.SCAN_THREADS, d["per read"], d["counts"], d["exact keys"], emax, d["kept"],
-                     d["candidate keys"], stride, d["pair start"], d["pair read"], d["pair key"])
+    cu._launch_scan(K._pairs_kernel, d["per read"], d["counts"], d["exact keys"], emax, d["kept"], d["candidate keys"],
+                    stride, d["pair start"], d["pair read"], d["pair key"])
     d["ext"] = cu._empty("extension", (bound, extend.EXT_COLUMNS), np.int64)
     cu.extend_on_device(bound, d["pair start"], d["pair read"], d["pair key"], (codes, rc_codes, read_off), genome, p,
                         d["ext"], nopen)

@@ -13,7 +13,7 @@ from numba import cuda
 from ..extend import NEG, TR_NOPS
 from . import cuda_kernels as ck
 from . import seed_block as sb
-from .launch import MAX_VOTE_THREADS, SHARED_MAX_HITS
+from .launch import MAX_VOTE_THREADS, SCAN_SHARED, SHARED_MAX_HITS
 from .seed_block import MAX_RUNS, MAX_SEEDS
 from .cuda_kernels import MAX_W, d_derive_read, d_exact_hits, d_trace_pair
 
@@ -132,30 +132,12 @@ def _seed_shared_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, 
 @cuda.jit(cache=True)
 def _pairs_kernel(per_read, counts, ekeys, emax, kept, cand_keys, stride, pair_start, pair_read, pair_key):
     """seed.candidate_pairs on the device, by one block: pair_start is the exclusive scan of per_read
-    (each thread sums a contiguous chunk of reads, thread 0 scans the chunk sums in shared memory);
-    then each thread writes its reads' pairs: kept candidates, then the single exact hit, or every
-    stored exact hit (multi_exact reads, whose per_read counts them)."""
-    sums = cuda.shared.array(1024, dtype=numba.int64)
-    tid = cuda.threadIdx.x
-    nt = cuda.blockDim.x
-    n = per_read.shape[0]
-    chunk = (n + nt - 1) // nt
-    lo = min(tid * chunk, n)
-    hi = min(lo + chunk, n)
-    s = 0
-    for r in range(lo, hi):
-        s += per_read[r]
-    sums[tid] = s
-    cuda.syncthreads()
-    if tid == 0:
-        run = 0
-        for j in range(nt):
-            v = sums[j]
-            sums[j] = run
-            run += v
+    (ck.d_chunk_start: each thread a contiguous chunk of reads); then each thread writes its reads'
+    pairs: kept candidates, then the single exact hit, or every stored exact hit (multi_exact reads,
+    whose per_read counts them)."""
+    lo, hi, run = ck.d_chunk_start(per_read, 0, per_read.shape[0], cuda.shared.array(SCAN_SHARED, dtype=numba.int64))
+    if cuda.threadIdx.x == 0:
         pair_start[0] = 0
-    cuda.syncthreads()
-    run = sums[tid]
     for r in range(lo, hi):
         for c in range(kept[r]):
             pair_read[run + c] = r
