@@ -306,8 +306,10 @@ def entry_point():
     main returns, so the interpreter's teardown (the CUDA context, threads, gigabytes of arrays:
     0.7 s after a 4 M-read run on the GPU host) has nothing left to do for the user."""
     # numba imports scipy.linalg at its first compilation or cache load only to learn whether
-    # np.dot and np.linalg can be compiled (0.36 s of every run on the GPU host); no kernel here
-    # uses them, so the command, which imports nothing else of scipy, tells it there is none.
+    # np.dot and np.linalg can be compiled (0.36 s of every run on the GPU host), and scipy itself at
+    # its import only to check scipy's version (0.036 s there); no kernel here uses them, so the
+    # command, which imports nothing else of scipy, tells it there is none.
+    sys.modules.setdefault("scipy", None)
     sys.modules.setdefault("scipy.linalg", None)
     status = main()
     try:
