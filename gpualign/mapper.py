@@ -197,16 +197,6 @@ def with_rescued(cand: Candidates, new_read, new_key, new_ext) -> Candidates:
     return Candidates(*pairing.regroup_rescued(cand.start, cand.key, cand.ext, new_read, new_key, new_ext))
 
 
-def regrouped_by_sort(cand: Candidates, new_read, new_key, new_ext) -> Candidates:
-    """with_rescued's reference: all rows stably sorted by read."""
-    reads = np.concatenate((cand.read, new_read))
-    order = np.argsort(reads, kind="stable")
-    start = np.zeros_like(cand.start)
-    start[1:] = np.cumsum(np.bincount(reads, minlength=len(cand.start) - 1))
-    return Candidates(reads[order], np.concatenate((cand.key, new_key))[order], start,
-                      np.concatenate((cand.ext, new_ext))[order])
-
-
 def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTimes, paired: bool = False,
                    in_flight: int | None = None):
     """(batch, result) in input order. in_flight > 1 (default: the backend's BATCHES_IN_FLIGHT; cuda

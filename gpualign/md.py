@@ -142,22 +142,29 @@ def md_of_rows(sel_read, sel_key, codes, rc_codes, read_off, ops, lens, trace, g
 
 
 @njit(cache=True, nogil=True)
+def md_size_bound(n, deleted):
+    """At least the MD's bytes of an alignment of a read of n bases with `deleted` deleted reference
+    bases: 2 characters an aligned read base, 3 a deleted base (a run of matches writes no more digits
+    than its length, or "0"), 1 more."""
+    return 2 * n + 3 * deleted + 1
+
+
+@njit(cache=True, nogil=True)
 def row_bound(n, ops, lens, obase, nops):
-    """At least the MD's bytes of an alignment of a read of n bases: 2 characters an aligned read base,
-    3 a deleted reference base (a run of matches writes no more digits than its length, or "0"), 1 more."""
+    """md_size_bound of an alignment of a read of n bases, its deletions counted off its CIGAR."""
     deleted = 0
     for x in range(nops):
         if ops[obase + x] == OP_D:
             deleted += lens[obase + x]
-    return 2 * n + 3 * deleted + 1
+    return md_size_bound(n, deleted)
 
 
 def md_bound(rows: int, maxlen: int, t: int) -> int:
     """Bytes that the MD strings of `rows` alignments of reads of at most maxlen bases, band t, can
-    take (the GPU's buffer, written before its size is known): at most 2 characters an aligned read
-    base, 3 a deleted reference base (a run of matches writes no more digits than its length, or "0"),
-    and the deleted bases are within the alignment's window of maxlen + 2t reference bases."""
-    return max(1, rows * (2 * maxlen + 3 * (maxlen + 2 * t) + 1))
+    take (the GPU's buffer, written before its size is known): md_size_bound, the deleted bases being
+    within the alignment's window of maxlen + 2t reference bases (its Python function: no compiled
+    code to load on the mapping threads)."""
+    return max(1, rows * md_size_bound.py_func(maxlen, maxlen + 2 * t))
 
 
-__all__ = ["MdNm", "md_and_nm", "md_bound", "md_of_row", "md_of_rows", "put_decimal", "row_bound"]
+__all__ = ["MdNm", "md_and_nm", "md_bound", "md_of_row", "md_of_rows", "md_size_bound", "put_decimal", "row_bound"]

@@ -200,7 +200,7 @@ def rescued_keys(t_strand, t_start, found, min_score):
 def regroup_rescued(start, key, ext, new_read, new_key, new_ext):
     """Candidates grouped by read (read r's rows start[r]:start[r + 1]) with the rescued ones
     (new_*, in task order) added after each read's own, in one pass: (read, key, start, ext) as a
-    stable sort of all rows by read gives them (mapper.regrouped_by_sort, the reference)."""
+    stable sort of all rows by read gives them (the reference: tests/naive.py, regrouped_by_sort)."""
     n = start.shape[0] - 1
     m = new_read.shape[0]
     first = np.zeros(n + 1, dtype=np.int64)    # read r's rescued rows: order[first[r]:first[r + 1]]

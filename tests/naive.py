@@ -534,3 +534,14 @@ def naive_bam_summary(bam: str, mapq_cutoff: int = 20) -> dict:
                 confident += rec.mapping_quality >= mapq_cutoff
     pct = round(100.0 * mapped / primary, 2) if primary else 0.0
     return {"records": records, "primary": primary, "mapped": mapped, "mapped_pct": pct, "mapq_ge_20": confident}
+
+
+def regrouped_by_sort(cand, new_read, new_key, new_ext):
+    """mapper.with_rescued's reference (pairing.regroup_rescued): all rows stably sorted by read."""
+    from gpualign.mapper import Candidates
+    reads = np.concatenate((cand.read, new_read))
+    order = np.argsort(reads, kind="stable")
+    start = np.zeros_like(cand.start)
+    start[1:] = np.cumsum(np.bincount(reads, minlength=len(cand.start) - 1))
+    return Candidates(reads[order], np.concatenate((cand.key, new_key))[order], start,
+                      np.concatenate((cand.ext, new_ext))[order])

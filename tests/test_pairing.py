@@ -13,6 +13,7 @@ from gpualign.mapper import map_batch, map_pair_batch, map_reads
 from gpualign.options import TUNING, MapParams, Tuning
 from gpualign.reads import encode_reads, subset
 
+import naive
 from helpers import COMP, random_genome, simulate_pairs
 
 # estimate blocks of 24 fragments (an estimate from 8), so tiny inputs hold several
@@ -180,7 +181,7 @@ def test_a_poor_clipped_mate_is_placed_beside_its_partner(backend, world):  # no
 def test_rescued_candidates_regroup_as_a_stable_sort_by_read(seed):
     """with_rescued's one-pass regrouping against its reference, a stable sort of all rows by read:
     random groups (some reads with none), rescued rows for random reads in any order."""
-    from gpualign.mapper import Candidates, regrouped_by_sort, with_rescued
+    from gpualign.mapper import Candidates, with_rescued
     from gpualign.extend import EXT_COLUMNS
     rng = np.random.default_rng(1000 + seed)
     n = int(rng.integers(1, 300))
@@ -194,6 +195,6 @@ def test_rescued_candidates_regroup_as_a_stable_sort_by_read(seed):
     new_read = rng.integers(0, n, m)
     new_key, new_ext = rng.integers(0, 1 << 40, m), rng.integers(-50, 50, (m, EXT_COLUMNS))
     got = with_rescued(cand, new_read, new_key, new_ext)
-    want = regrouped_by_sort(cand, new_read, new_key, new_ext)
+    want = naive.regrouped_by_sort(cand, new_read, new_key, new_ext)
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
