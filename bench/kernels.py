@@ -26,8 +26,9 @@ n * (2t+1) cells (extend.banded_dp loops i = 1..n, b = 0..2t, whether or not the
 the window). The extension (_open_pairs_kernel, then _close_pairs_kernel or, for t > NARROW_T,
 _close_wide_pairs_kernel on the pairs the first leaves open) runs the semi-global (NW) pass for every
 pair the ungapped test does not settle and the local (SW) pass only where it could win; its cells are counted per pair as n*(2t+1) * (1 + [SW pass ran]),
-the SW pass detected from out[:, 2] != NEG (extend.skip_local). _trace_kernel runs one NW pass
-with traceback bytes, counted n*(2t+1); the traceback walk itself is not counted as cells.
+the SW pass detected from out[:, 2] != NEG (extend.skip_local). The traceback (_open_traces_kernel, then
+_close_traces_kernel on the rows the ungapped test leaves open) is counted n*(2t+1) a row, as if each ran the NW
+pass with traceback bytes; the traceback walk itself is not counted as cells.
 
 Floors: bytes a kernel reads and writes through its arguments, as the kernel is designed (e.g.
 int64 offsets, one traceback byte per cell), divided by the copy bandwidth measured here with a
@@ -53,7 +54,7 @@ import numpy as np  # noqa: E402
 from numba import cuda, njit, prange  # noqa: E402
 from numba.core import config as nb_config  # noqa: E402
 
-from gpualign.backends import cuda_kernels as gcuda, launch as cuda_config  # noqa: E402
+from gpualign.backends import cuda as gcuda_host, cuda_kernels as gcuda, launch as cuda_config  # noqa: E402
 from gpualign.encode import BASES, header_bins, pack_codes, pack_nmask  # noqa: E402
 from gpualign.genome import Genome  # noqa: E402
 from gpualign.index import build_index  # noqa: E402
@@ -682,18 +683,29 @@ def bench_extend(clock, res, pairs, d_codes, dg, genome, t):
 
 
 def bench_trace(clock, res, pairs, d_codes, dg, genome, t):
-    """_trace_kernel (NW with traceback bytes, then the walk to a CIGAR) on true placements: GCUPS."""
+    """The traceback's two kernels (the ungapped test, then NW with traceback bytes and the walk to a
+    CIGAR for the rows it leaves open, listed) on true placements: GCUPS, every row's cells counted."""
     p = MapParams(max_indels=t)
     P = len(pairs.read)
     W = 2 * t + 1
     maxops = 2 * READ_LEN + 2
     (d_read, d_key, d_local), h2d = upload(clock, [pairs.read, pairs.key, np.zeros(P, dtype=np.int64)])
-    tb = cuda.device_array(P * READ_LEN * W, dtype=np.uint8)
     ops = cuda.device_array(P * maxops, dtype=np.uint8)
     lens = cuda.device_array(P * maxops, dtype=np.int32)
     out = cuda.device_array((P, 6), dtype=np.int64)
-    run = launch(gcuda._trace_kernel, P, d_read, d_key, d_local, *d_codes, *dg, genome.size, t, p.match,
-                 p.mismatch, p.gap_open, p.gap_extend, READ_LEN, tb, ops, lens, out)
+    ntrace, listed = cuda.device_array(1, np.int64), cuda.device_array(P, np.int64)
+    scoring = (t, p.match, p.mismatch, p.gap_open, p.gap_extend)
+    blocks, threads = gcuda_host.close_trace_grid(P, t)
+    tb = cuda.device_array(blocks * threads * READ_LEN * W, dtype=np.uint8)
+    close = gcuda._close_traces_kernel if t <= cuda_config.NARROW_T else gcuda._close_wide_traces_kernel
+    open_traces = launch(gcuda._open_traces_kernel, P, d_read, d_key, d_local, *d_codes, *dg, genome.size, *scoring,
+                         ops, lens, out, ntrace, listed)
+
+    def run():
+        ntrace.copy_to_device(np.zeros(1, np.int64))
+        open_traces()
+        close[blocks, threads](ntrace, listed, False, d_read, d_key, d_local, *d_codes, *dg, genome.size, *scoring,
+                               READ_LEN, tb, ops, lens, out)
     ms, warm = clock.kernel(run)
     (h_out,), d2h = download(clock, [out])
     cells = P * READ_LEN * W
@@ -702,9 +714,9 @@ def bench_trace(clock, res, pairs, d_codes, dg, genome, t):
                    bytes_=P * (24 + 16 + READ_LEN + window_bytes(t) + READ_LEN * W + 48) + int(nops.sum()) * 5,
                    ops=cells * OPS["nw_affine_tb"] + P * (READ_LEN + 2 * t) * 6,
                    target=TARGETS["trace_t3"] if t == 3 else None,
-                   h2d=h2d, d2h=d2h, warmup_s=warm, **resources(gcuda._trace_kernel),
+                   h2d=h2d, d2h=d2h, warmup_s=warm, **resources(close),
                    mean_cigar_ops=float(nops.mean()), share_one_op=float(np.mean(nops == 1)),
-                   tb_bytes=int(P * READ_LEN * W))
+                   tb_bytes=int(tb.size))
 
 
 def bench_lean(clock, res, pairs, reads, gcodes):

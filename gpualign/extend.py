@@ -738,24 +738,35 @@ def extend_pair_cpu(x, key, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, 
 
 
 @njit(cache=True)
-def trace_pair(x, key, local, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
-               match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB, tb, tboff, res, win, ops, lens, obase, ostride, out):
-    """Align one chosen placement with traceback: CIGAR to ops/lens[obase + j * ostride] and row x of out:
-    score, first aligned read base, reference start, end row, end column, number of ops.
-    tb needs n * (2t+1) bytes from tboff."""
+def open_trace(x, key, local, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
+               match, mismatch, gap_open, gap_ext, res, win, ops, lens, obase, out):
+    """trace_pair's row x as far as it goes without dynamic programming: where the ungapped test decides
+    the end-to-end alignment, its one M op and row. Returns whether the DP with traceback (close_trace)
+    is still to run: for about 4% of reads, so the GPU lists them and runs their DPs in warps of their own."""
     window_of(key, n, t, c_off, c_end, gsize, win)
     q = rc_codes if win[3] == 1 else codes
-    if local == 0 and ungapped_decides(q, qoff, n, win[0], win[1], win[2], t, match, mismatch, gap_open, gap_ext,
-                                       g_packed, g_nmask, res):
-        out[x, TR_SCORE] = n * match - res[1] * (match + mismatch)
-        out[x, TR_END_ROW] = n
-        out[x, TR_END_COL] = res[0] + n
-        ops[obase] = OP_M
-        lens[obase] = n
-        out[x, TR_NOPS] = 1
-        out[x, TR_READ_START] = 0
-        out[x, TR_REF_START] = win[0] + res[0]
-        return
+    if local != 0 or not ungapped_decides(q, qoff, n, win[0], win[1], win[2], t, match, mismatch, gap_open, gap_ext,
+                                          g_packed, g_nmask, res):
+        return True
+    out[x, TR_SCORE] = n * match - res[1] * (match + mismatch)
+    out[x, TR_END_ROW] = n
+    out[x, TR_END_COL] = res[0] + n
+    ops[obase] = OP_M
+    lens[obase] = n
+    out[x, TR_NOPS] = 1
+    out[x, TR_READ_START] = 0
+    out[x, TR_REF_START] = win[0] + res[0]
+    return False
+
+
+@njit(cache=True)
+def close_trace(x, key, local, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
+                match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB, tb, tboff, res, win, ops, lens, obase, ostride,
+                out):
+    """The rest of trace_pair's row x after open_trace asked for it: the banded DP with traceback bytes
+    (n * (2t+1) of them from tboff), then the walk back. H, F, HS, FS, GB: band rows of 2t+2."""
+    window_of(key, n, t, c_off, c_end, gsize, win)
+    q = rc_codes if win[3] == 1 else codes
     banded_dp(q, qoff, n, g_packed, g_nmask, win[0], win[1], win[2], t, local,
               match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB, tb, tboff, True, res)
     out[x, TR_SCORE] = res[0]
@@ -765,6 +776,19 @@ def trace_pair(x, key, local, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off
     out[x, TR_NOPS] = res[0]
     out[x, TR_READ_START] = res[1]
     out[x, TR_REF_START] = win[0] + res[2]
+
+
+@njit(cache=True)
+def trace_pair(x, key, local, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
+               match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB, tb, tboff, res, win, ops, lens, obase, ostride, out):
+    """Align one chosen placement with traceback: CIGAR to ops/lens[obase + j * ostride] and row x of out:
+    score, first aligned read base, reference start, end row, end column, number of ops.
+    tb needs n * (2t+1) bytes from tboff. open_trace, then close_trace where it is still needed."""
+    if open_trace(x, key, local, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
+                  match, mismatch, gap_open, gap_ext, res, win, ops, lens, obase, out):
+        close_trace(x, key, local, codes, rc_codes, qoff, n, g_packed, g_nmask, c_off, c_end, gsize, t,
+                    match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB, tb, tboff, res, win, ops, lens, obase,
+                    ostride, out)
 
 
 def tidy_cigars(ops, lens, nops):

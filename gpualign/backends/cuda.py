@@ -436,19 +436,21 @@ def extend_on_device(bound, count, pair_read, pair_key, read_arrays, genome, p, 
 def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
     m = len(sel_read)
     maxlen = int(reads.lengths.max(initial=1))
-    W = 2 * p.max_indels + 1
     # CIGAR op j of pair x at [j * m + x]: only as many rows as the longest CIGAR come back;
     # nothing is uploaded for outputs the kernel writes in full
     ops = _empty("ops", max(m, 1) * (2 * maxlen + 2), np.uint8)
     lens = _empty("lens", max(m, 1) * (2 * maxlen + 2), np.int32)
     out = _empty("traceback", (max(m, 1), TR_COLUMNS), np.int64)
-    tb = _empty("traceback bytes", max(m, 1) * maxlen * W, np.uint8)
-    sel_read, sel_key = (_upload(slot, np.asarray(a, dtype=np.int64)) for slot, a in
-                         (("sel_read", sel_read), ("sel_key", sel_key)))
+    ints = _upload("traceback integers", np.concatenate([np.asarray(a, dtype=np.int64) for a in
+                                                         (sel_read, sel_key, sel_local, [0])]))
+    sel_read, sel_key, sel_local, ntrace = ints[:m], ints[m:2 * m], ints[2 * m:3 * m], ints[3 * m:]
+    listed = _empty("listed traces", max(m, 1), np.int64)
     read_arrays = _read_arrays(reads, "codes", "rc_codes", "read_off")
-    _launch(K._trace_kernel, m, sel_read, sel_key, _upload("sel_local", np.asarray(sel_local, dtype=np.int64)),
-            *read_arrays, *_genome_args(genome), genome.size, p.max_indels, p.match, p.mismatch, p.gap_open,
-            p.gap_extend, maxlen, tb, ops, lens, out)
+    scoring = (p.max_indels, p.match, p.mismatch, p.gap_open, p.gap_extend)
+    _launch(K._open_traces_kernel, m, sel_read, sel_key, sel_local, *read_arrays, *_genome_args(genome), genome.size,
+            *scoring, ops, lens, out, ntrace, listed)
+    close_traces_on_device(m, ntrace, listed, False, sel_read, sel_key, sel_local, read_arrays, genome, p, maxlen,
+                           ops, lens, out)
     md_off, text, nm = md_on_device(False, sel_read, sel_key, read_arrays, ops, lens, out, genome, maxlen,
                                     p.max_indels)
     out, md_off, nm = _fetch(out[:m], md_off, nm[:m])
@@ -456,6 +458,29 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
     ops, lens, text = _fetch(ops[:width * m], lens[:width * m], text[:int(md_off[m])])
     return (*extend.tidy_cigars(ops.reshape(width, m).T, lens.reshape(width, m).T, out[:, TR_NOPS]), out,
             (text, md_off, nm))
+
+
+def close_trace_grid(bound: int, t: int):
+    """(blocks, threads) of a close-traces launch for at most `bound` listed rows: the narrow kernel's
+    threads share shared-memory rows (as the close-pairs blocks do), at most TRACE_BLOCKS blocks, each
+    thread with its own traceback bytes (so the bytes scale with the grid, not with the batch)."""
+    threads = (launch.block_threads(launch.CLOSE_THREADS, launch.CLOSE_SHARED_THREADS, "a close-traces block")
+               if t <= launch.NARROW_T else launch.THREADS_PER_BLOCK)
+    return max(1, min(-(-bound // threads), launch.TRACE_BLOCKS)), threads
+
+
+def close_traces_on_device(bound, ntrace, listed, by_read, sel_read, sel_key, sel_local, read_arrays, genome, p, maxlen,
+                           ops, lens, out):
+    """close_trace for the ntrace[0] (at most bound) rows open_trace listed: their DPs with traceback in
+    warps of their own, band rows in shared memory where the band is narrow (t <= launch.NARROW_T)."""
+    if bound == 0:
+        return
+    t = p.max_indels
+    blocks, threads = close_trace_grid(bound, t)
+    tb = _empty("traceback bytes", blocks * threads * maxlen * (2 * t + 1), np.uint8)
+    _launch_blocks(K._close_traces_kernel if t <= launch.NARROW_T else K._close_wide_traces_kernel, blocks, threads,
+                   ntrace, listed, by_read, sel_read, sel_key, sel_local, *read_arrays, *_genome_args(genome),
+                   genome.size, t, p.match, p.mismatch, p.gap_open, p.gap_extend, maxlen, tb, ops, lens, out)
 
 
 def md_on_device(by_read, sel_read, sel_key, read_arrays, ops, lens, trace, genome, maxlen, t):

@@ -34,6 +34,7 @@ MAX_W = 2 * MAX_INDELS + 2   # band row plus one, for the local-memory arrays of
 ROW_STRIDE = 2 * NARROW_T + 3
 NARROW_ROWS = (6, CLOSE_SHARED_THREADS, ROW_STRIDE)
 NARROW_BASES = (CLOSE_SHARED_THREADS, ROW_STRIDE)
+NARROW_TRACE_ROWS = (4, CLOSE_SHARED_THREADS, ROW_STRIDE)   # a traceback DP's H, F, HS, FS
 
 # the per-read functions the kernels call, and the modules that define them
 _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read"],
@@ -43,7 +44,7 @@ _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read
            extend: ["window_of", "mismatches_below", "ungapped_most", "ungapped_most_one_gap", "is_mismatch",
                     "rows_from_start", "first_row_to_end", "one_gap_below", "ungapped_best", "ungapped_decides",
                     "banded_dp", "banded_scores", "local_can_win", "best_clipped_segment", "local_may_win",
-                    "skip_local", "open_pair", "close_pair", "push_op", "traceback", "trace_pair"],
+                    "skip_local", "open_pair", "close_pair", "push_op", "traceback", "open_trace", "close_trace"],
            choose: ["locus_scores", "mapq_of", "choose_one", "place_exact_copy"],
            md: ["put_decimal", "md_and_nm", "md_of_row"]}
 
@@ -68,7 +69,8 @@ d_find_candidates = _dev["find_candidates"]
 d_scratch_words = _dev["scratch_words"]
 d_open_pair = _dev["open_pair"]
 d_close_pair = _dev["close_pair"]
-d_trace_pair = _dev["trace_pair"]
+d_open_trace = _dev["open_trace"]
+d_close_trace = _dev["close_trace"]
 d_md_of_row = _dev["md_of_row"]
 
 
@@ -163,18 +165,63 @@ def _close_wide_pairs_kernel(nopen, opened, pair_read, pair_key, codes, rc_codes
 
 
 @cuda.jit(cache=True)
-def _trace_kernel(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
-                  t, match, mismatch, gap_open, gap_ext, maxlen, tb, ops, lens, out):
+def _open_traces_kernel(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
+                        t, match, mismatch, gap_open, gap_ext, ops, lens, out, ntrace, listed):
+    """open_trace for row x (read sel_read[x] placed at sel_key[x]); the rows still needing their DP
+    appended to `listed`, ntrace counting them (_close_traces_kernel)."""
     x = cuda.grid(1)
     if x >= sel_read.shape[0]:
         return
     r = sel_read[x]
-    d_trace_pair(x, sel_key[x], sel_local[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r],
-                 g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext,
-                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                 cuda.local.array(MAX_W, dtype=np.uint8), tb, x * maxlen * (2 * t + 1), cuda.local.array(4, dtype=np.int64),
-                 cuda.local.array(4, dtype=np.int64), ops, lens, x, sel_read.shape[0], out)
+    if d_open_trace(x, sel_key[x], sel_local[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r],
+                    g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext,
+                    cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), ops, lens, x, out):
+        listed[cuda.atomic.add(ntrace, 0, 1)] = x
+
+
+@cuda.jit(device=True)
+def d_close_listed_traces(ntrace, listed, by_read, sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed,
+                          g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, maxlen, H, F, HS, FS, GB,
+                          tb, ops, lens, out):
+    """close_trace for the listed rows, in turn across the grid (row x: read sel_read[x], or read x
+    where by_read, at sel_key[x]); a thread's traceback bytes in its own maxlen * (2t+1) of tb."""
+    res = cuda.local.array(4, dtype=np.int64)
+    win = cuda.local.array(4, dtype=np.int64)
+    rows = sel_key.shape[0]
+    g = cuda.grid(1)
+    tboff = g * maxlen * (2 * t + 1)
+    for y in range(g, ntrace[0], cuda.gridsize(1)):
+        x = listed[y]
+        r = x if by_read else sel_read[x]
+        d_close_trace(x, sel_key[x], sel_local[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r],
+                      g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB,
+                      tb, tboff, res, win, ops, lens, x, rows, out)
+
+
+@cuda.jit(cache=True)
+def _close_traces_kernel(ntrace, listed, by_read, sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed,
+                         g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, maxlen, tb, ops, lens,
+                         out):
+    """The listed rows' DPs with traceback for bands of t <= NARROW_T, each thread's band rows in
+    shared memory (as _close_pairs_kernel's)."""
+    rows = cuda.shared.array(NARROW_TRACE_ROWS, dtype=np.int32)
+    bases = cuda.shared.array(NARROW_BASES, dtype=np.uint8)
+    i = cuda.threadIdx.x
+    d_close_listed_traces(ntrace, listed, by_read, sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed,
+                          g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, maxlen, rows[0, i],
+                          rows[1, i], rows[2, i], rows[3, i], bases[i], tb, ops, lens, out)
+
+
+@cuda.jit(cache=True)
+def _close_wide_traces_kernel(ntrace, listed, by_read, sel_read, sel_key, sel_local, codes, rc_codes, read_off,
+                              g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, maxlen, tb,
+                              ops, lens, out):
+    """The listed rows' DPs with traceback for any band up to MAX_INDELS, the rows in local memory."""
+    d_close_listed_traces(ntrace, listed, by_read, sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed,
+                          g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, maxlen,
+                          cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                          cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
+                          cuda.local.array(MAX_W, dtype=np.uint8), tb, ops, lens, out)
 
 
 @cuda.jit(cache=True)

@@ -24,6 +24,10 @@ NARROW_T = 10
 CLOSE_SHARED_THREADS = 64
 CLOSE_THREADS = 64
 CLOSE_BLOCKS = 1024
+# The traceback DPs of the rows whose ungapped test did not decide (about 4% of reads), listed
+# (cuda.close_traces_on_device): blocks like the close-pairs ones, at most TRACE_BLOCKS, each thread with its own
+# maxlen * (2t + 1) traceback bytes, so the bytes are bounded by the grid (52 MB at 150 bp, t = 10), not the batch.
+TRACE_BLOCKS = 256
 
 
 def blocks_for(n: int) -> int:

@@ -50,12 +50,12 @@ def _hit_words(n, p):
 
 
 def _batch_on_device(reads):
-    """The batch's codes and, in one upload, its read offsets, word offsets, name hashes and three
-    zeroed list counters (picked, re-seeded and open pairs); the derived arrays' buffers (the exact
+    """The batch's codes and, in one upload, its read offsets, word offsets, name hashes and four
+    zeroed list counters (picked, re-seeded, open pairs and listed traces); the derived arrays' buffers (the exact
     kernel fills them), registered as the batch's so that later stages on this thread (cuda.py's) find them."""
     n = len(reads)
     word_off = word_offsets(reads.read_off)
-    ints = np.empty(3 * n + 5, dtype=np.int64)
+    ints = np.empty(3 * n + 6, dtype=np.int64)
     ints[:n + 1] = reads.read_off
     ints[n + 1:2 * n + 2] = word_off
     ints[2 * n + 2:3 * n + 2] = reads.name_hash
@@ -64,7 +64,7 @@ def _batch_on_device(reads):
     arrays = {"reads": reads, "codes": cu._upload("codes", reads.codes), "read_off": on[:n + 1],
               "word_off": on[n + 1:2 * n + 2], **cu._derived_buffers(reads, word_off)}
     cu._state().batch = arrays
-    return arrays, on[2 * n + 2:3 * n + 2], on[3 * n + 2:3 * n + 3], on[3 * n + 3:3 * n + 4], on[3 * n + 4:]
+    return arrays, on[2 * n + 2:3 * n + 2], *(on[3 * n + 2 + c:3 * n + 3 + c] for c in range(4))
 
 
 def _chain(reads, genome, index, p, single_end):
@@ -74,7 +74,7 @@ def _chain(reads, genome, index, p, single_end):
     emax = p.max_exact
     widen = tn.reseed_hits > 0
     stride = p.max_candidates * (tn.reseed_candidates if widen else 1)   # candidate slots a read
-    arrays, name_hash, npicked, nredo, nopen = _batch_on_device(reads)
+    arrays, name_hash, npicked, nredo, nopen, ntrace = _batch_on_device(reads)
     codes, rc_codes, read_off = arrays["codes"], arrays["rc_codes"], arrays["read_off"]
     g = cu._genome_args(genome)
     idx = (cu._on_device(index.offsets), cu._on_device(index.positions))
@@ -128,13 +128,16 @@ def _chain(reads, genome, index, p, single_end):
     d["ops"] = cu._empty("ops", traced * (2 * maxlen + 2), np.uint8)
     d["lens"] = cu._empty("lens", traced * (2 * maxlen + 2), np.int32)
     d["trace"] = cu._empty("traceback", (traced, TR_COLUMNS), np.int64)
-    tb = cu._empty("traceback bytes", traced * maxlen * (2 * t + 1), np.uint8)
+    listed = cu._empty("listed traces", traced, np.int64)
     cu._launch(K._choose_kernel, n, d["pair start"], d["pair key"], d["ext"], codes, rc_codes, read_off, *g,
                genome.size, t, p.clip_penalty, *(d[f] for f in ("eff", "raw", "loc", "end", "span", "keep")),
                d["counts"], d["exact keys"], emax, name_hash, d["unseen"], p.match, p.mismatch, p.gap_open,
-               p.gap_extend, p.min_score, single_end, *(d[f] for f in CHOICE), maxlen, tb, d["ops"], d["lens"],
-               d["trace"])
-    if single_end:   # every read's MD and NM from its traceback (key: the read's own row; unmapped ones empty)
+               p.gap_extend, p.min_score, single_end, *(d[f] for f in CHOICE), d["ops"], d["lens"], d["trace"],
+               ntrace, listed)
+    if single_end:   # the listed reads' DPs with traceback; then every read's MD and NM from its traceback (key:
+        # the read's own row; unmapped ones empty)
+        cu.close_traces_on_device(n, ntrace, listed, True, d["key"], d["key"], d["local"], (codes, rc_codes, read_off),
+                                  genome, p, maxlen, d["ops"], d["lens"], d["trace"])
         d["md offsets"], d["md text"], d["nm"] = cu.md_on_device(True, d["key"], d["key"], (codes, rc_codes, read_off),
                                                                  d["ops"], d["lens"], d["trace"], genome, maxlen, t)
     return d
@@ -197,7 +200,7 @@ def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
     bound = n * max(stride + 1, p.max_exact)
     words = n * -(-maxlen // 16)
     traced = n if single_end else 1
-    slots = {"batch integers": 8 * (3 * n + 5), "codes": n * maxlen, "rc_codes": n * maxlen,
+    slots = {"batch integers": 8 * (3 * n + 6), "codes": n * maxlen, "rc_codes": n * maxlen,
              "packed": 4 * words, "rc_packed": 4 * words, "hbin": 8 * n, "rc_hbin": 8 * n,
              "unseen": 8 * n, "exact keys": 8 * n * p.max_exact, "candidate keys": 8 * n * stride,
              "votes": 8 * n * stride, "redo": 8 * (n if widen else 1), "pair start": 8 * (n + 1),
@@ -212,10 +215,11 @@ def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
     if not single_end:   # the chosen placements' traceback, mate rescue, the rescued candidates' extension
         traced = n
         tasks = n * tn.rescue_per_read
-        slots |= {f: 8 * n for f in ("sel_read", "sel_key", "sel_local")}
+        slots["traceback integers"] = 8 * (3 * n + 1)
         slots |= {f: 8 * tasks for f in ("task_read", "task_strand", "task_start", "task_len", "pair_read", "pair_key")}
         slots |= {"rescue": 8 * extend.RESCUE_COLUMNS * tasks, "extension counters": 16}
     slots |= {"ops": traced * (2 * maxlen + 2), "lens": 4 * traced * (2 * maxlen + 2),
-              "traceback": 8 * TR_COLUMNS * traced, "traceback bytes": traced * maxlen * (2 * t + 1),
+              "traceback": 8 * TR_COLUMNS * traced, "listed traces": 8 * traced,
+              "traceback bytes": int(np.prod(cu.close_trace_grid(traced, t))) * maxlen * (2 * t + 1),
               "md offsets": 8 * (traced + 1), "nm": 8 * traced, "md text": md_bound(traced, maxlen, t)}
     return slots

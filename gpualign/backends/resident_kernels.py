@@ -15,7 +15,7 @@ from . import cuda_kernels as ck
 from . import seed_block as sb
 from .launch import MAX_VOTE_THREADS, SCAN_SHARED, SHARED_MAX_HITS
 from .seed_block import MAX_RUNS, MAX_SEEDS
-from .cuda_kernels import MAX_W, d_derive_read, d_exact_hits, d_trace_pair
+from .cuda_kernels import d_derive_read, d_exact_hits, d_open_trace
 
 d_kept_candidates = ck._dev["kept_candidates"]
 d_unseen_score = ck._dev["unseen_score"]
@@ -157,10 +157,11 @@ def _pairs_kernel(per_read, counts, ekeys, emax, kept, cand_keys, stride, pair_s
 def _choose_kernel(pair_start, pair_key, ext, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
                    t, clip_penalty, eff, raw, loc, end, span, keep, counts, ekeys, emax, name_hash, unseen,
                    match, mismatch, gap_open, gap_ext, min_score, single_end, key, local, score, sub, mapq,
-                   maxlen, tb, ops, lens, out):
+                   ops, lens, out, ntrace, listed):
     """Read r's loci (choose.all_loci) and placement (choose.choose); single-end, also
-    choose.place_multi_exact and the chosen placement's traceback (trace_pair), CIGAR op j at
-    [j * reads + r] (unmapped reads get no ops)."""
+    choose.place_multi_exact and the chosen placement's traceback as far as open_trace goes, CIGAR op j
+    at [j * reads + r] (unmapped reads get no ops); the reads whose DP is still to run appended to
+    `listed`, ntrace counting them (cuda_kernels._close_traces_kernel runs them)."""
     r = cuda.grid(1)
     m = counts.shape[0]
     if r >= m:
@@ -181,9 +182,7 @@ def _choose_kernel(pair_start, pair_key, ext, codes, rc_codes, read_off, g_packe
     out[r, TR_NOPS] = 0
     if key[r] < 0:
         return
-    d_trace_pair(r, key[r], local[r], codes, rc_codes, read_off[r], n,
-                 g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext,
-                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                 cuda.local.array(MAX_W, dtype=np.int32), cuda.local.array(MAX_W, dtype=np.int32),
-                 cuda.local.array(MAX_W, dtype=np.uint8), tb, r * maxlen * (2 * t + 1),
-                 cuda.local.array(4, dtype=np.int64), cuda.local.array(4, dtype=np.int64), ops, lens, r, m, out)
+    if d_open_trace(r, key[r], local[r], codes, rc_codes, read_off[r], n, g_packed, g_nmask, c_off, c_end, gsize, t,
+                    match, mismatch, gap_open, gap_ext, cuda.local.array(4, dtype=np.int64),
+                    cuda.local.array(4, dtype=np.int64), ops, lens, r, out):
+        listed[cuda.atomic.add(ntrace, 0, 1)] = r
