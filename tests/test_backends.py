@@ -138,12 +138,32 @@ def test_reads_derived_on_the_gpu_are_the_hosts(monkeypatch, rng):
 
 
 @pytest.mark.parametrize("threads", [1, 3, 32])
+def test_the_device_scan_gives_running_sums(monkeypatch, rng, threads):
+    """cuda.scan_on_device (a tile a block, the tiles' sums scanned, each tile from its start) against
+    numpy's cumsum, from an offset into the values and in place (sizes in start[1:] turned into
+    offsets, as the MD offsets are), for lengths of no tile, one, a partial one and many."""
+    monkeypatch.setattr(launch, "SCAN_THREADS", threads)
+    for n in (0, 1, threads, threads + 1, 5 * threads + 3, 200):
+        sizes = rng.integers(0, 50, size=n).astype(np.int64)
+        want = np.concatenate(([0], np.cumsum(sizes)))
+        values = numba_cuda.to_device(np.concatenate((rng.integers(0, 9, size=3), sizes)).astype(np.int64))
+        start = numba_cuda.to_device(np.full(n + 1, -1, dtype=np.int64))
+        cuda.scan_on_device(values, 3, n, start)
+        cuda._stream().synchronize()
+        assert np.array_equal(start.copy_to_host(), want), n
+        inplace = numba_cuda.to_device(np.concatenate(([-1], sizes)).astype(np.int64))
+        cuda.scan_on_device(inplace, 1, n, inplace)
+        cuda._stream().synchronize()
+        assert np.array_equal(inplace.copy_to_host(), want), n
+
+
+@pytest.mark.parametrize("threads", [1, 3, 32])
 @pytest.mark.parametrize("multi_exact", [False, True])
-def test_the_resident_chains_pairs_are_candidate_pairs(rng, threads, multi_exact):
-    """resident_kernels._pairs_kernel (one block: a scan for where each read's pairs start, a chunk of reads
-    a thread, then the pairs written) against a plain loop: kept candidates, then a single exact
-    hit, or every stored exact hit of multi_exact reads; for lengths that leave threads with no
-    chunk, a partial chunk, and several chunks."""
+def test_the_resident_chains_pairs_are_candidate_pairs(monkeypatch, rng, threads, multi_exact):
+    """resident_kernels._pairs_kernel (a thread a read, writing from where the scan of per-read counts
+    says its pairs start) against a plain loop: kept candidates, then a single exact hit, or every
+    stored exact hit of multi_exact reads; in blocks and scan tiles of several sizes."""
+    monkeypatch.setattr(launch, "SCAN_THREADS", threads)
     stride, emax = 4, 3
     for n in (1, 2, threads + 1, 5 * threads + 3, 200):
         counts = rng.choice([0, 1, 2, 5], size=n).astype(np.int64)
@@ -161,7 +181,9 @@ def test_the_resident_chains_pairs_are_candidate_pairs(rng, threads, multi_exact
         read = numba_cuda.device_array(max(len(want_read), 1), dtype=np.int64)
         key = numba_cuda.device_array(max(len(want_read), 1), dtype=np.int64)
         dev = [numba_cuda.to_device(a) for a in (per_read.astype(np.int64), counts, ekeys, kept, ckeys)]
-        resident_kernels._pairs_kernel[1, threads](*dev[:3], emax, *dev[3:], stride, start, read, key)
+        cuda.scan_on_device(dev[0], 0, n, start)
+        cuda._stream().synchronize()
+        resident_kernels._pairs_kernel[-(-n // threads), threads](*dev[:3], emax, *dev[3:], stride, start, read, key)
         assert np.array_equal(start.copy_to_host(), np.concatenate(([0], np.cumsum(per_read)))), n
         assert read.copy_to_host()[:len(want_read)].tolist() == want_read
         assert key.copy_to_host()[:len(want_key)].tolist() == want_key

@@ -326,9 +326,17 @@ def _launch_block(kernel, nthreads, *args):
     _enqueue(kernel, 1, nthreads, *args)
 
 
-def _launch_scan(kernel, *args):
-    """A one-block scan (cuda_kernels.d_chunk_start) of launch.SCAN_THREADS threads, at most its shared slots."""
-    _launch_block(kernel, launch.block_threads(launch.SCAN_THREADS, launch.SCAN_SHARED, "a scan"), *args)
+def scan_on_device(values, first, n, start):
+    """start[0] = 0 and start[i + 1] = the sum of values[first:first + i + 1], on this thread's stream:
+    each tile of launch.SCAN_THREADS values summed by a block, the tiles' sums scanned by one block,
+    each tile scanned from its start (cuda_kernels._tile_sums_kernel, _scan_sums_kernel,
+    _scan_tiles_kernel). start may be values itself with first = 1 (sizes in start[1:])."""
+    threads = launch.block_threads(launch.SCAN_THREADS, launch.SCAN_SHARED, "a scan")
+    tiles = max(1, -(-n // threads))
+    sums = _empty("scan tile sums", tiles, np.int64)
+    _launch_blocks(K._tile_sums_kernel, tiles, threads, values, first, n, sums)
+    _launch_block(K._scan_sums_kernel, threads, sums)
+    _launch_blocks(K._scan_tiles_kernel, tiles, threads, values, first, n, sums, start)
 
 
 def _enqueue(kernel, blocks, threads, *args):
@@ -486,7 +494,7 @@ def close_traces_on_device(bound, ntrace, listed, by_read, sel_read, sel_key, se
 def md_on_device(by_read, sel_read, sel_key, read_arrays, ops, lens, trace, genome, maxlen, t):
     """The MD and NM of the traceback's rows (one a key of sel_key, in the GPU's CIGAR layout), made
     on the GPU from its traceback: (offsets, text, NM) as device arrays, the sizes measured, summed
-    by one block, then the strings written (cuda_kernels._md_kernel, _offsets_kernel)."""
+    by a scan, then the strings written (cuda_kernels._md_kernel, scan_on_device)."""
     rows = sel_key.shape[0]
     md_off = _empty("md offsets", rows + 1, np.int64)
     nm = _empty("nm", max(rows, 1), np.int64)
@@ -494,7 +502,7 @@ def md_on_device(by_read, sel_read, sel_key, read_arrays, ops, lens, trace, geno
     args = (sel_read, sel_key, *read_arrays, ops, lens, trace, _on_device(genome.packed), _on_device(genome.nmask),
             md_off, text, nm)
     _launch(K._md_kernel, rows, False, by_read, *args)
-    _launch_scan(K._offsets_kernel, md_off)
+    scan_on_device(md_off, 1, rows, md_off)
     _launch(K._md_kernel, rows, True, by_read, *args)
     return md_off, text, nm
 

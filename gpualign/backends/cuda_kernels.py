@@ -230,7 +230,7 @@ def _md_kernel(write, by_read, sel_read, sel_key, codes, rc_codes, read_off, ops
     """MD and NM of each traceback row (md.md_of_row), row x being read sel_read[x] placed at sel_key[x]
     (by_read: read x, as the resident chain traces every read; sel_read is then not read). Measured
     (write False: row x's size to md_off[x + 1], its NM to nm[x]), or written at md_off[x] once
-    _offsets_kernel has summed the sizes. CIGARs in the GPU's layout: op j of row x at [j * rows + x]."""
+    cuda.scan_on_device has summed the sizes. CIGARs in the GPU's layout: op j of row x at [j * rows + x]."""
     x = cuda.grid(1)
     rows = sel_key.shape[0]
     if x >= rows:
@@ -271,16 +271,56 @@ def d_chunk_start(values, first, n, sums):
     return lo, hi, sums[tid]
 
 
+@cuda.jit(device=True)
+def d_tile_scan(v, tile):
+    """The inclusive scan of the block's values (v, this thread's) in the shared `tile` (a slot a
+    thread; Hillis and Steele: log2(threads) steps); returns this thread's running sum. The block's
+    total stays in tile[threads - 1]."""
+    tid = cuda.threadIdx.x
+    tile[tid] = v
+    cuda.syncthreads()
+    step = 1
+    while step < cuda.blockDim.x:
+        add = tile[tid - step] if tid >= step else 0
+        cuda.syncthreads()
+        tile[tid] += add
+        cuda.syncthreads()
+        step *= 2
+    return tile[tid]
+
+
 @cuda.jit(cache=True)
-def _offsets_kernel(off):
-    """off[1:], sizes, turned into their running sums and off[0] into 0 (where each row's piece
-    starts), by one block (d_chunk_start)."""
-    lo, hi, run = d_chunk_start(off, 1, off.shape[0] - 1, cuda.shared.array(SCAN_SHARED, dtype=np.int64))
-    if cuda.threadIdx.x == 0:
-        off[0] = 0
+def _tile_sums_kernel(values, first, n, sums):
+    """sums[b]: the sum of block b's tile of values[first:first + n] (a value a thread)."""
+    tile = cuda.shared.array(SCAN_SHARED, dtype=np.int64)
+    i = cuda.grid(1)
+    total = d_tile_scan(values[first + i] if i < n else 0, tile)
+    if cuda.threadIdx.x == cuda.blockDim.x - 1:
+        sums[cuda.blockIdx.x] = total
+
+
+@cuda.jit(cache=True)
+def _scan_sums_kernel(sums):
+    """sums turned into their exclusive running sums (where each tile starts), by one block
+    (d_chunk_start)."""
+    lo, hi, run = d_chunk_start(sums, 0, sums.shape[0], cuda.shared.array(SCAN_SHARED, dtype=np.int64))
     for i in range(lo, hi):
-        run += off[i + 1]
-        off[i + 1] = run
+        v = sums[i]
+        sums[i] = run
+        run += v
+
+
+@cuda.jit(cache=True)
+def _scan_tiles_kernel(values, first, n, sums, start):
+    """start[0] = 0 and start[i + 1] = values[first] + ... + values[first + i]: each tile scanned by its
+    block from where _scan_sums_kernel says it starts. values may be start itself (first = 1: sizes
+    in start[1:] turned into offsets): each thread reads its value before any thread writes."""
+    i = cuda.grid(1)
+    run = d_tile_scan(values[first + i] if i < n else 0, cuda.shared.array(SCAN_SHARED, dtype=np.int64))
+    if i < n:
+        start[i + 1] = sums[cuda.blockIdx.x] + run
+    if i == 0:
+        start[0] = 0
 
 
 @cuda.jit(cache=True)

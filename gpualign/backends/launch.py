@@ -12,8 +12,8 @@ MAX_VOTE_THREADS = 256    # ... the most a voting block may have (seed_block.vot
 SEED_FIRST_THREADS = 32
 SEED_FIRST_BLOCKS = 4096
 SHARED_MAX_HITS = 1024
-SCAN_THREADS = 1024   # the one block of an exclusive scan (at most SCAN_SHARED)
-SCAN_SHARED = 1024    # ... its shared slots, a thread each (cuda_kernels._offsets_kernel; compile-time: never patch it)
+SCAN_THREADS = 1024   # a tile of an exclusive scan, a block (at most SCAN_SHARED; cuda.scan_on_device)
+SCAN_SHARED = 1024    # ... its shared slots, a thread each (cuda_kernels.d_tile_scan; compile-time: never patch it)
 # Extension DPs (cuda_kernels._close_pairs_kernel): bands of t <= NARROW_T keep a thread's six band rows in shared
 # memory, CLOSE_THREADS threads a block, at most CLOSE_BLOCKS blocks looping over the listed pairs (an H100 holds
 # 132 x 6 such blocks at once). The shared rows are sized for CLOSE_SHARED_THREADS when the kernels' module is

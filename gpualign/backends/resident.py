@@ -112,8 +112,9 @@ def _chain(reads, genome, index, p, single_end):
     d["pair start"] = cu._empty("pair start", n + 1, np.int64)
     d["pair read"] = cu._empty("pair read", bound, np.int64)
     d["pair key"] = cu._empty("pair key", bound, np.int64)
-    cu._launch_scan(K._pairs_kernel, d["per read"], d["counts"], d["exact keys"], emax, d["kept"], d["candidate keys"],
-                    stride, d["pair start"], d["pair read"], d["pair key"])
+    cu.scan_on_device(d["per read"], 0, n, d["pair start"])
+    cu._launch(K._pairs_kernel, n, d["per read"], d["counts"], d["exact keys"], emax, d["kept"], d["candidate keys"],
+               stride, d["pair start"], d["pair read"], d["pair key"])
     d["ext"] = cu._empty("extension", (bound, extend.EXT_COLUMNS), np.int64)
     cu.extend_on_device(bound, d["pair start"], d["pair read"], d["pair key"], (codes, rc_codes, read_off), genome, p,
                         d["ext"], nopen)
@@ -206,7 +207,7 @@ def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
              "votes": 8 * n * stride, "redo": 8 * (n if widen else 1), "pair start": 8 * (n + 1),
              "pair read": 8 * bound, "pair key": 8 * bound, "extension": 8 * extend.EXT_COLUMNS * bound,
              "open pairs": 8 * bound, "no traceback": 1, "loci keep": bound,
-             "hits": 8 * _hit_words(n, p)}
+             "hits": 8 * _hit_words(n, p), "scan tile sums": 8 * -(-n // launch.SCAN_THREADS)}
     slots |= {f: 8 * n for f in ("counts", "ncand", "dropped", "kept", "per read", "picked")}
     slots |= {f"loci {f}": 8 * bound for f in ("eff", "raw", "loc", "end", "span")}
     slots |= {f"choice {f}": 8 * n for f in CHOICE}

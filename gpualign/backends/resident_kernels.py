@@ -13,7 +13,7 @@ from numba import cuda
 from ..extend import NEG, TR_NOPS
 from . import cuda_kernels as ck
 from . import seed_block as sb
-from .launch import MAX_VOTE_THREADS, SCAN_SHARED, SHARED_MAX_HITS
+from .launch import MAX_VOTE_THREADS, SHARED_MAX_HITS
 from .seed_block import MAX_RUNS, MAX_SEEDS
 from .cuda_kernels import d_derive_read, d_exact_hits, d_open_trace
 
@@ -131,26 +131,23 @@ def _seed_shared_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, 
 
 @cuda.jit(cache=True)
 def _pairs_kernel(per_read, counts, ekeys, emax, kept, cand_keys, stride, pair_start, pair_read, pair_key):
-    """seed.candidate_pairs on the device, by one block: pair_start is the exclusive scan of per_read
-    (ck.d_chunk_start: each thread a contiguous chunk of reads); then each thread writes its reads'
-    pairs: kept candidates, then the single exact hit, or every stored exact hit (multi_exact reads,
-    whose per_read counts them)."""
-    lo, hi, run = ck.d_chunk_start(per_read, 0, per_read.shape[0], cuda.shared.array(SCAN_SHARED, dtype=numba.int64))
-    if cuda.threadIdx.x == 0:
-        pair_start[0] = 0
-    for r in range(lo, hi):
-        for c in range(kept[r]):
+    """seed.candidate_pairs on the device, a thread a read, from pair_start (the exclusive scan of
+    per_read, cuda.scan_on_device): read r's kept candidates, then its single exact hit, or every
+    stored exact hit (multi_exact reads, whose per_read counts them)."""
+    r = cuda.grid(1)
+    if r >= per_read.shape[0]:
+        return
+    run = pair_start[r]
+    for c in range(kept[r]):
+        pair_read[run + c] = r
+        pair_key[run + c] = cand_keys[r * stride + c]
+    if counts[r] == 1:
+        pair_read[run + kept[r]] = r
+        pair_key[run + kept[r]] = ekeys[r * emax]
+    elif counts[r] >= 2:
+        for c in range(per_read[r]):   # 0 unless multi_exact
             pair_read[run + c] = r
-            pair_key[run + c] = cand_keys[r * stride + c]
-        if counts[r] == 1:
-            pair_read[run + kept[r]] = r
-            pair_key[run + kept[r]] = ekeys[r * emax]
-        elif counts[r] >= 2:
-            for c in range(per_read[r]):   # 0 unless multi_exact
-                pair_read[run + c] = r
-                pair_key[run + c] = ekeys[r * emax + c]
-        run += per_read[r]
-        pair_start[r + 1] = run
+            pair_key[run + c] = ekeys[r * emax + c]
 
 
 @cuda.jit(cache=True)
