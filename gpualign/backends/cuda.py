@@ -345,12 +345,16 @@ def _enqueue(kernel, blocks, threads, *args):
         start = _event_on(stream) if timed else None
         kernel[blocks, threads, stream](*args)
         if timed:
-            _state().kernels.append((gpu.name_of(kernel).strip("_"), start, _event_on(stream)))
+            _state().kernels.append((gpu.name_of(kernel).strip("_"), start, _event_on(stream), time.perf_counter()))
 
 
 # With a trace on, every launch is bracketed by CUDA events; the kernels a thread launched go on the
 # timeline (thread "GPU", so that its coverage is the GPU's busy time) once its stream has been
-# waited for, placed by their distance from one reference event whose host time is known.
+# waited for, placed by their distance from one reference event whose host time is known. A kernel
+# starts no earlier than the host handed it over: where its stream had nothing left to run, the
+# start event passes at once, and the launch's own host time (a few hundred microseconds) would
+# count as the GPU's. Each kernel also goes on thread "GPU, from its start event" as its events
+# bracket it.
 _gpu_clock = []
 
 
@@ -375,9 +379,10 @@ def _kernels_on_timeline():
     if not state.kernels:
         return
     reference, t0 = _gpu_clock
-    for name, start, end in state.kernels:
-        trace.record(f"GPU {name}", t0 + reference.elapsed_time(start) / 1e3, t0 + reference.elapsed_time(end) / 1e3,
-                     thread="GPU")
+    for name, start, end, submitted in state.kernels:
+        began, ended = (t0 + reference.elapsed_time(e) / 1e3 for e in (start, end))
+        trace.record(f"GPU {name}", max(began, submitted), max(ended, submitted), thread="GPU")
+        trace.record(f"GPU {name} (from its start event)", began, ended, thread="GPU, from its start event")
     state.kernels.clear()
 
 
