@@ -2,7 +2,7 @@
 # A/B of two settings of gpualign on the lent GPU machine in one call: bench/gpu_trace.sh traces SETS with the
 # default setting and with ENV_B alternating (RUNS each), then each set is mapped once more under each setting
 # and the two BAMs compared record by record (bench/compare_bams.py). B_DIR: an older copy of the package as B, as
-# gpu_trace.sh takes it. ENV_C (optional): a third setting, traced
+# gpu_trace.sh takes it. ENV_C (optional): a third setting (in the copy C_DIR, where given), traced
 # against the default in a second round. $OUT gets traces.tar.gz (and traces_c.tar.gz), records.txt.
 #
 #   run(command="SETS='chrX_se chrX_pe' CHRX_READS=2000000 CHRX_PAIRS=1000000 K_CHRX=12 RUNS=2 \
@@ -15,7 +15,7 @@ bash bench/gpu_trace.sh || exit 1
 source bench/device_env.sh 2> /dev/null || exit 1
 if [ -n "${ENV_C:-}" ]; then
   mv "$OUT/traces.tar.gz" "$OUT/traces_b.tar.gz"
-  B_DIR= ENV_B="$ENV_C" bash bench/gpu_trace.sh && mv "$OUT/traces.tar.gz" "$OUT/traces_c.tar.gz"
+  B_DIR="${C_DIR:-}" ENV_B="$ENV_C" bash bench/gpu_trace.sh && mv "$OUT/traces.tar.gz" "$OUT/traces_c.tar.gz"
 fi
 W=/tmp/gpualign_real
 for set in ${SETS:-ecoli_se}; do
