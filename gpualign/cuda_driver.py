@@ -24,6 +24,7 @@ import threading
 import numpy as np
 
 _lib = None
+_held = None   # the same library through ctypes.PyDLL: its calls keep the GIL (_quick_call)
 _ctx = None
 _device = None
 _init_lock = threading.Lock()
@@ -37,7 +38,18 @@ class DriverError(RuntimeError):
 
 
 def _call(name, *args):
-    rc = getattr(_lib, name)(*args)
+    _check(name, getattr(_lib, name)(*args))
+
+
+def _quick_call(name, *args):
+    """_call for a driver call that returns at once (a launch, an event's record), made holding the
+    GIL: released, the calling thread must take it back behind every busy Python thread, which in a
+    mapping run cost milliseconds a call (a kernel's end event passed before the host's clock read
+    after its launch), each one delaying a batch's chain of launches."""
+    _check(name, getattr(_held, name)(*args))
+
+
+def _check(name, rc):
     if rc != 0:
         text = ctypes.c_char_p()
         _lib.cuGetErrorName(rc, ctypes.byref(text))
@@ -47,12 +59,12 @@ def _call(name, *args):
 def init():
     """Load libcuda, initialise it and retain device 0's primary context (once per process; about
     0.2 s on the H100 host, without the GIL, so a thread can do it while the imports run)."""
-    global _lib, _ctx, _device
+    global _lib, _held, _ctx, _device
     with _init_lock:
         if _ctx is not None:
             return
         lib = ctypes.CDLL("libcuda.so.1")
-        _lib = lib
+        _lib, _held = lib, ctypes.PyDLL("libcuda.so.1")
         _call("cuInit", 0)
         dev, ctx = ctypes.c_int(), _c_ptr()
         _call("cuDeviceGet", ctypes.byref(dev), 0)
@@ -276,7 +288,7 @@ class Event:
 
     def record(self, stream=None):
         _bind()
-        _call("cuEventRecord", self.handle, stream.handle if stream is not None else _c_ptr())
+        _quick_call("cuEventRecord", self.handle, stream.handle if stream is not None else _c_ptr())
 
     def synchronize(self):
         _bind()
@@ -367,7 +379,7 @@ class Kernel:
         slots = np.array(words, dtype=np.uint64)
         params = np.arange(len(words), dtype=np.uint64) * 8 + slots.ctypes.data
         _bind()
-        _call("cuLaunchKernel", func, blocks, 1, 1, threads, 1, 1, 0,
+        _quick_call("cuLaunchKernel", func, blocks, 1, 1, threads, 1, 1, 0,
               stream.handle if stream is not None else _c_ptr(), _c_ptr(params.ctypes.data), None)
 
 

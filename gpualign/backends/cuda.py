@@ -343,18 +343,20 @@ def _enqueue(kernel, blocks, threads, *args):
     stream, timed = _stream(), trace.enabled()
     with trace.span("GPU launch (turns)"), gpu.launch_turns():
         start = _event_on(stream) if timed else None
+        handed = time.perf_counter()
         kernel[blocks, threads, stream](*args)
         if timed:
-            _state().kernels.append((gpu.name_of(kernel).strip("_"), start, _event_on(stream), time.perf_counter()))
+            _state().kernels.append((gpu.name_of(kernel).strip("_"), start, _event_on(stream), handed))
 
 
 # With a trace on, every launch is bracketed by CUDA events; the kernels a thread launched go on the
 # timeline (thread "GPU", so that its coverage is the GPU's busy time) once its stream has been
 # waited for, placed by their distance from one reference event whose host time is known. A kernel
-# starts no earlier than the host handed it over: where its stream had nothing left to run, the
-# start event passes at once, and the launch's own host time (a few hundred microseconds) would
-# count as the GPU's. Each kernel also goes on thread "GPU, from its start event" as its events
-# bracket it.
+# starts no earlier than the host began handing it over (the clock read just before its launch):
+# where its stream had nothing left to run, its start event passes at once, and the host's time
+# before the launch (taking the GIL back after recording that event, under numba or with many busy
+# threads) would count as the GPU's. Each kernel also goes on thread "GPU, from its start event" as
+# its events bracket it.
 _gpu_clock = []
 
 
@@ -379,9 +381,9 @@ def _kernels_on_timeline():
     if not state.kernels:
         return
     reference, t0 = _gpu_clock
-    for name, start, end, submitted in state.kernels:
+    for name, start, end, handed in state.kernels:
         began, ended = (t0 + reference.elapsed_time(e) / 1e3 for e in (start, end))
-        trace.record(f"GPU {name}", max(began, submitted), max(ended, submitted), thread="GPU")
+        trace.record(f"GPU {name}", max(began, handed), max(ended, handed), thread="GPU")
         trace.record(f"GPU {name} (from its start event)", began, ended, thread="GPU, from its start event")
     state.kernels.clear()
 

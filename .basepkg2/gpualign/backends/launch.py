@@ -1,0 +1,42 @@
+"""Launch parameters of the CUDA kernels, in one place so tests can patch them small
+(forcing multi-block launches on tiny inputs in the simulator)."""
+
+THREADS_PER_BLOCK = 128
+RESCUE_THREADS = 32       # threads sharing one mate rescue's rows (cuda_kernels._rescue_block_kernel; at most 32)
+RESCUE_MAX_ROWS = 64      # rows of one thread's stripe there: reads up to RESCUE_THREADS times that
+SEED_BLOCK_THREADS = 64   # threads sharing a read's seeding (resident_kernels._seed_block_kernel; <= MAX_VOTE_THREADS)
+MAX_VOTE_THREADS = 256    # ... the most a voting block may have (seed_block.vote_block's shared slots; compile-time)
+# The first seeding of every inexact read: a block of SEED_FIRST_THREADS (<= MAX_VOTE_THREADS) threads a read, at most
+# SEED_FIRST_BLOCKS blocks, the read's hits in the block's shared memory where max_hits <= SHARED_MAX_HITS
+# (resident_kernels._seed_shared_kernel; a compile-time size: never patch it), else in global memory.
+SEED_FIRST_THREADS = 32
+SEED_FIRST_BLOCKS = 4096
+SHARED_MAX_HITS = 1024
+SCAN_THREADS = 1024   # a tile of an exclusive scan, a block (at most SCAN_SHARED; cuda.scan_on_device)
+SCAN_SHARED = 1024    # ... its shared slots, a thread each (cuda_kernels.d_tile_scan; compile-time: never patch it)
+# Extension DPs (cuda_kernels._close_pairs_kernel): bands of t <= NARROW_T keep a thread's six band rows in shared
+# memory, CLOSE_THREADS threads a block, at most CLOSE_BLOCKS blocks looping over the listed pairs (an H100 holds
+# 132 x 6 such blocks at once). The shared rows are sized for CLOSE_SHARED_THREADS when the kernels' module is
+# imported (compile-time: never patch it); tests patch CLOSE_THREADS smaller. Sized from CLOSE_THREADS itself, the
+# rows were 4 wide wherever a patched test imported the module first, and a later unpatched launch of 64 threads
+# ran past them (the pairing test that failed now and then, by test order).
+NARROW_T = 10
+CLOSE_SHARED_THREADS = 64
+CLOSE_THREADS = 64
+CLOSE_BLOCKS = 1024
+# The traceback DPs of the rows whose ungapped test did not decide (about 4% of reads), listed
+# (cuda.close_traces_on_device): blocks like the close-pairs ones, at most TRACE_BLOCKS, each thread with its own
+# maxlen * (2t + 1) traceback bytes, so the bytes are bounded by the grid (52 MB at 150 bp, t = 10), not the batch.
+TRACE_BLOCKS = 256
+
+
+def blocks_for(n: int) -> int:
+    return max(1, (n + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK)
+
+
+def block_threads(threads: int, most: int, what: str) -> int:
+    """threads, for a block whose shared arrays have a slot for each of at most `most` threads (a compile-time
+    size); a ValueError outside 1..most."""
+    if not 1 <= threads <= most:
+        raise ValueError(f"{what} of {threads} threads: 1 to {most}")
+    return threads

@@ -1,0 +1,185 @@
+"""The resident chain's kernels (resident.py launches them) as numba.cuda functions, on the shared
+per-read device functions of cuda_kernels.py. Like cuda_kernels.py, imported only where gpu.py
+runs kernels through numba (the simulator, compiling, no stored machine code)."""
+
+from ..jitcache import use_versioned_cache
+
+use_versioned_cache()  # before any @cuda.jit below
+
+import numba
+import numpy as np
+from numba import cuda
+
+from ..extend import NEG, TR_NOPS
+from . import cuda_kernels as ck
+from . import seed_block as sb
+from .launch import MAX_VOTE_THREADS, SHARED_MAX_HITS
+from .seed_block import MAX_RUNS, MAX_SEEDS
+from .cuda_kernels import d_derive_read, d_exact_hits, d_open_trace
+
+d_kept_candidates = ck._dev["kept_candidates"]
+d_unseen_score = ck._dev["unseen_score"]
+d_locus_scores = ck._dev["locus_scores"]
+d_choose_one = ck._dev["choose_one"]
+d_place_exact_copy = ck._dev["place_exact_copy"]
+SHARED_HIT_WORDS = 2 * SHARED_MAX_HITS   # a shared array's size must be a constant at compile time
+
+
+@cuda.jit(cache=True)
+def _exact_kernel(codes, read_off, word_off, k, rc_codes, packed, rc_packed, hbin, rc_hbin, g_packed, g_nmask,
+                  c_off, c_end, idx_off, idx_pos, max_occ, emax, multi_exact, match, counts, ekeys, unseen, kept,
+                  per_read, picked, npicked):
+    """Read r's reverse complement, packed words and header bins (encode.derive_read), its exact hits
+    on both strands, and what the later stages start from: reads with fewer than two exact hits are
+    appended to `picked` for seeding; with multi_exact (pairs) every stored exact hit is a candidate,
+    and a read with more hits than stored has an unseen exact copy (unseen: a perfect score)."""
+    r = cuda.grid(1)
+    if r >= read_off.shape[0] - 1:
+        return
+    d_derive_read(r, codes, read_off, word_off, k, rc_codes, packed, rc_packed, hbin, rc_hbin)
+    n = read_off[r + 1] - read_off[r]
+    c = d_exact_hits(packed, word_off[r], n, hbin[r], 0, g_packed, g_nmask, c_off, c_end,
+                     idx_off, idx_pos, max_occ, ekeys, r * emax, emax, 0)
+    c = d_exact_hits(rc_packed, word_off[r], n, rc_hbin[r], 1, g_packed, g_nmask, c_off, c_end,
+                     idx_off, idx_pos, max_occ, ekeys, r * emax, emax, c)
+    counts[r] = c
+    unseen[r] = n * match if multi_exact and c > emax else NEG
+    kept[r] = 0
+    per_read[r] = min(c, emax) if multi_exact and c >= 2 else 0
+    if c < 2:
+        picked[cuda.atomic.add(npicked, 0, 1)] = r
+
+
+@cuda.jit(device=True)
+def d_seeded(r, n, k, match, cost, nc, counts, vote_fraction, cand_votes, row, dropped, unseen, kept, per_read, redo,
+             nredo):
+    """What the seeding kernels record of read r (n bases) once its nc candidates are found: the most a
+    well supported locus its search left out could score (seed.unseen_score, NEG if none; such reads are
+    appended to `redo` where one is given) and how many candidate pairs it has (seed.candidate_pairs)."""
+    unseen[r] = d_unseen_score(dropped[r], cand_votes[row], counts[r], n, k, match, cost)
+    if unseen[r] > NEG and redo.shape[0] > 1:
+        redo[cuda.atomic.add(nredo, 0, 1)] = r
+    kept[r] = d_kept_candidates(nc, cand_votes, row, vote_fraction)
+    per_read[r] = kept[r] + (1 if counts[r] == 1 else 0)
+
+
+@cuda.jit(device=True)
+def seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax,
+                        mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
+                        unseen, kept, per_read, redo, nredo):
+    """seed.find_candidates for the picked reads, a block a read (seed_block.py): the block's threads
+    collect, sort and vote the read's hits into candidates in hits[hoff:hoff + 2 * hmax], read r's at
+    row r (`stride` slots a row, the first mcand used); then whether its search left out a well
+    supported locus (d_seeded; appended to `redo` where one is given) and how many candidate pairs it
+    has (seed.candidate_pairs)."""
+    kms = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+    cnts = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+    offs = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+    order = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+    runs = cuda.shared.array(MAX_RUNS, dtype=numba.int32)
+    tally = cuda.shared.array(2, dtype=numba.int64)
+    best = cuda.shared.array(MAX_VOTE_THREADS, dtype=numba.int64)
+    tid = cuda.threadIdx.x
+    for i in range(cuda.blockIdx.x, npicked[0], cuda.gridDim.x):
+        r = picked[i]
+        qoff = read_off[r]
+        n = read_off[r + 1] - qoff
+        row = r * stride
+        if tid == 0:
+            tally[0] = 0
+            tally[1] = 0
+        for c in range(tid, mcand, cuda.blockDim.x):   # unused vote slots read as 0
+            cand_votes[row + c] = 0
+        cuda.syncthreads()
+        sb.collect_block(codes, qoff, n, k, 0, idx_off, idx_pos, max_occ, hits, hoff, hmax // 2, kms, cnts, offs,
+                         order, runs, tally)
+        sb.collect_block(rc_codes, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff, hmax - tally[0], kms, cnts,
+                         offs, order, runs, tally)
+        nh = tally[0]
+        at = sb.sort_runs_block(hits, hoff, nh, hoff + hmax, runs, tally[1])
+        nc = sb.vote_block(hits, at, nh, t, hoff + hmax if at == hoff else hoff, best, cand_keys, cand_votes, row,
+                           mcand, dropped, r)
+        if tid == 0:
+            ncand[r] = nc
+            d_seeded(r, n, k, match, cost, nc, counts, vote_fraction, cand_votes, row, dropped, unseen, kept, per_read,
+                     redo, nredo)
+        cuda.syncthreads()   # the scratch and shared arrays are the next read's
+
+
+@cuda.jit(cache=True)
+def _seed_block_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax,
+                       mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
+                       unseen, kept, per_read, redo, nredo):
+    """seed_reads_by_block with each block's hit scratch in global memory (2 * hmax words a block): the
+    re-seeding's wide budgets, and a first seeding whose budget shared memory cannot hold."""
+    seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits,
+                        cuda.blockIdx.x * 2 * hmax, hmax, mcand, stride, match, cost, counts, vote_fraction, ncand,
+                        cand_keys, cand_votes, dropped, unseen, kept, per_read, redo, nredo)
+
+
+@cuda.jit(cache=True)
+def _seed_shared_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hmax, mcand,
+                        stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, unseen,
+                        kept, per_read, redo, nredo):
+    """seed_reads_by_block with the block's hit scratch in shared memory, for hmax <= SHARED_MAX_HITS
+    (the first seeding): the merges and the vote read shared memory instead of waiting on global."""
+    hits = cuda.shared.array(SHARED_HIT_WORDS, dtype=numba.int64)
+    seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, 0, hmax,
+                        mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
+                        unseen, kept, per_read, redo, nredo)
+
+
+@cuda.jit(cache=True)
+def _pairs_kernel(per_read, counts, ekeys, emax, kept, cand_keys, stride, pair_start, pair_read, pair_key):
+    """seed.candidate_pairs on the device, a thread a read, from pair_start (the exclusive scan of
+    per_read, cuda.scan_on_device): read r's kept candidates, then its single exact hit, or every
+    stored exact hit (multi_exact reads, whose per_read counts them)."""
+    r = cuda.grid(1)
+    if r >= per_read.shape[0]:
+        return
+    run = pair_start[r]
+    for c in range(kept[r]):
+        pair_read[run + c] = r
+        pair_key[run + c] = cand_keys[r * stride + c]
+    if counts[r] == 1:
+        pair_read[run + kept[r]] = r
+        pair_key[run + kept[r]] = ekeys[r * emax]
+    elif counts[r] >= 2:
+        for c in range(per_read[r]):   # 0 unless multi_exact
+            pair_read[run + c] = r
+            pair_key[run + c] = ekeys[r * emax + c]
+
+
+@cuda.jit(cache=True)
+def _choose_kernel(pair_start, pair_key, ext, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
+                   t, clip_penalty, eff, raw, loc, end, span, keep, counts, ekeys, emax, name_hash, unseen,
+                   match, mismatch, gap_open, gap_ext, min_score, single_end, key, local, score, sub, mapq,
+                   ops, lens, out, ntrace, listed):
+    """Read r's loci (choose.all_loci) and placement (choose.choose); single-end, also
+    choose.place_multi_exact and the chosen placement's traceback as far as open_trace goes, CIGAR op j
+    at [j * reads + r] (unmapped reads get no ops); the reads whose DP is still to run appended to
+    `listed`, ntrace counting them (cuda_kernels._close_traces_kernel runs them)."""
+    r = cuda.grid(1)
+    m = counts.shape[0]
+    if r >= m:
+        return
+    a = pair_start[r]
+    n = read_off[r + 1] - read_off[r]
+    d_locus_scores(a, pair_start[r + 1], n, pair_key, ext, t, clip_penalty, eff, raw, loc, end, span, keep, a)
+    key[r] = -1
+    local[r] = 0
+    score[r] = 0
+    sub[r] = -1
+    mapq[r] = 0
+    d_choose_one(r, name_hash, pair_start, pair_key, eff, raw, loc, span, keep, unseen, match, mismatch,
+                 min_score, key, local, score, sub, mapq)
+    if not single_end:
+        return
+    d_place_exact_copy(r, counts[r], ekeys, r * emax, name_hash, n, emax, match, key, local, score, sub, mapq)
+    out[r, TR_NOPS] = 0
+    if key[r] < 0:
+        return
+    if d_open_trace(r, key[r], local[r], codes, rc_codes, read_off[r], n, g_packed, g_nmask, c_off, c_end, gsize, t,
+                    match, mismatch, gap_open, gap_ext, cuda.local.array(4, dtype=np.int64),
+                    cuda.local.array(4, dtype=np.int64), ops, lens, r, out):
+        listed[cuda.atomic.add(ntrace, 0, 1)] = r

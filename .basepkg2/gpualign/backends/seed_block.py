@@ -1,0 +1,214 @@
+"""seed.find_candidates by a block of threads a read. A thread a read, as the host runs it, walks its
+hit list alone, sorting it in its slice of global memory: on the GPU that kept a warp's threads
+waiting on scattered memory and on each other's longer lists. Here a block shares the read's work:
+each thread ranks some seeds, the block copies each taken seed's bin with neighbouring threads on
+neighbouring words, merges the ascending runs pairwise, every thread a share of each merge (merge
+path), and votes the sorted hits into clusters (vote_block), so the candidates are find_candidates'
+own (seed.py is the reference; tests compare the two). The hits live in shared memory for the first
+seeding's budget (resident_kernels._seed_shared_kernel) and in global memory for the re-seeding's
+wider ones.
+
+Device functions only: resident_kernels.py's seeding kernels call them with the block's shared
+arrays (sized by MAX_SEEDS).
+"""
+
+from ..jitcache import use_versioned_cache
+
+use_versioned_cache()  # before any @cuda.jit below
+
+import numpy as np
+from numba import cuda
+
+from ..encode import DIAG_BIAS, STRAND_BIT
+from ..seed import MAX_SEEDS
+from .cuda_kernels import _dev
+
+MAX_RUNS = 2 * MAX_SEEDS   # ascending runs of hits, a taken seed each
+VOTE_SHIFT = 1 << 32       # vote_block's key: votes * VOTE_SHIFT + (VOTE_SHIFT - 1 - first hit)
+d_seed_kmer = _dev["seed_kmer"]
+d_seed_offset = _dev["seed_offset"]
+
+
+@cuda.jit(device=True)
+def collect_block(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, budget, kms, cnts, offs, order, runs,
+                  tally):
+    """seed.collect_seed_hits for one strand by the block: hits appended at hits[hoff + tally[0]...],
+    the start of each taken seed's run (relative to hoff) at runs[tally[1]...], both counts in tally
+    updated. The seeds taken are collect_seed_hits': in order of bin size, then offset, while the
+    hits fit `budget`, so a seed is taken when the hits of the seeds before it and its own fit (the
+    taken seeds are the first ranks). Then every thread copies its share of all the taken bins at once
+    (order: the seed of each rank), so the block waits on the bins' memory once, not once a seed."""
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    nseeds = (n + k - 1) // k if n >= k else 0
+    for s in range(tid, nseeds, nt):
+        km = d_seed_kmer(q, qoff, d_seed_offset(s, n, k), k)
+        cnt = 0
+        if km >= 0:
+            cnt = idx_off[km + 1] - idx_off[km]
+            if cnt > max_occ:
+                cnt = 0
+        kms[s] = km
+        cnts[s] = cnt
+    cuda.syncthreads()
+    nh = tally[0]
+    nruns = tally[1]
+    for s in range(tid, nseeds, nt):
+        cnt = cnts[s]
+        offs[s] = -1
+        if cnt > 0:
+            before = 0
+            rank = 0
+            for u in range(nseeds):
+                c = cnts[u]
+                if c > 0 and (c < cnt or (c == cnt and u < s)):
+                    before += c
+                    rank += 1
+            if before + cnt <= budget:
+                offs[s] = nh + before
+                runs[nruns + rank] = nh + before
+                order[rank] = s
+    cuda.syncthreads()
+    added = 0
+    taken = 0
+    for s in range(nseeds):
+        if offs[s] >= 0:
+            added += cnts[s]
+            taken += 1
+    for g in range(nh + tid, nh + added, nt):
+        lo = 0   # the last taken rank whose run starts at or before slot g
+        hi = taken - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if runs[nruns + mid] <= g:
+                lo = mid
+            else:
+                hi = mid - 1
+        s = np.int64(order[lo])   # int32 in shared memory: the diagonal below needs 64 bits
+        h = idx_off[kms[s]] + g - np.int64(runs[nruns + lo])
+        hits[hoff + g] = strand * STRAND_BIT - d_seed_offset(s, n, k) + DIAG_BIAS + np.int64(idx_pos[h])
+    cuda.syncthreads()   # every thread has read tally before thread 0 moves it on
+    if tid == 0:
+        tally[0] = nh + added
+        tally[1] = nruns + taken
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def merge_path(a, ao, na, bo, nb, d):
+    """How many of the first d values of the merge of a[ao:ao+na] and a[bo:bo+nb] (both ascending,
+    ties from the first) come from the first run."""
+    lo = max(0, d - nb)
+    hi = min(d, na)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[ao + mid] <= a[bo + d - 1 - mid]:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@cuda.jit(device=True)
+def merge_block(a, ao, na, bo, nb, out):
+    """Merge the ascending a[ao:ao+na] and a[bo:bo+nb] into a[out:out+na+nb], each thread of the
+    block a contiguous share of the output, found by merge_path."""
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    total = na + nb
+    share = (total + nt - 1) // nt
+    d = min(tid * share, total)
+    end = min(d + share, total)
+    i = merge_path(a, ao, na, bo, nb, d)
+    j = d - i
+    while d < end:
+        if j >= nb or (i < na and a[ao + i] <= a[bo + j]):
+            a[out + d] = a[ao + i]
+            i += 1
+        else:
+            a[out + d] = a[bo + j]
+            j += 1
+        d += 1
+
+
+@cuda.jit(device=True)
+def sort_runs_block(a, off, n, scratch, runs, nruns):
+    """seed.merge_sort_runs by the block, given where the ascending runs of a[off:off+n] start
+    (runs[:nruns], relative to off, ascending): pairs of neighbouring runs merged, pass by pass,
+    between a[off...] and a[scratch...]; returns the offset holding the sorted values."""
+    src = off
+    dst = scratch
+    width = 1
+    while width < nruns:
+        for p in range(0, nruns, 2 * width):
+            a0 = runs[p]
+            b0 = runs[p + width] if p + width < nruns else n
+            b1 = runs[p + 2 * width] if p + 2 * width < nruns else n
+            merge_block(a, src + a0, b0 - a0, src + b0, b1 - b0, dst + a0)
+        cuda.syncthreads()
+        src, dst = dst, src
+        width *= 2
+    return src
+
+
+@cuda.jit(device=True)
+def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dropped, di):
+    """seed.vote_clusters of the sorted a[at:at + nh] by the block; every thread returns the number of
+    candidates. a[fo:fo + nh] is scratch (the sort's other buffer); best: a shared slot a thread.
+
+    A gap of more than t between neighbouring hits always starts a cluster, so the segments between
+    such gaps are cut into clusters independently: a thread walks each segment it starts (most hold
+    one hit), writing each cluster's votes at its first hit. The best max_cand clusters are then
+    taken one a round by a block-wide maximum of (votes, earliest first), vote_clusters' order, and
+    one more round gives the votes of the best left out."""
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    for j in range(tid, nh, nt):
+        a[fo + j] = 0
+    cuda.syncthreads()
+    for j in range(tid, nh, nt):
+        if j == 0 or a[at + j] - a[at + j - 1] > t:
+            s = j
+            while True:
+                e = s + 1
+                while e < nh and a[at + e] - a[at + s] <= t:
+                    e += 1
+                a[fo + s] = e - s
+                if e >= nh or a[at + e] - a[at + e - 1] > t:
+                    break
+                s = e
+    cuda.syncthreads()
+    nc = 0
+    lost = 0
+    for rnd in range(max_cand + 1):
+        top = 0
+        for j in range(tid, nh, nt):   # (votes, earliest first) packed so that the larger key is the better
+            v = a[fo + j]
+            if v > 0:
+                top = max(top, v * VOTE_SHIFT + (VOTE_SHIFT - 1 - j))
+        best[tid] = top
+        cuda.syncthreads()
+        width = 1
+        while width < nt:   # tree maximum over the block's slots
+            if tid % (2 * width) == 0 and tid + width < nt:
+                best[tid] = max(best[tid], best[tid + width])
+            width *= 2
+            cuda.syncthreads()
+        top = best[0]
+        cuda.syncthreads()   # every thread has read best[0] before the next round writes it
+        if top == 0:
+            break
+        v = top // VOTE_SHIFT
+        if rnd == max_cand:
+            lost = v
+        else:
+            j = VOTE_SHIFT - 1 - top % VOTE_SHIFT
+            if tid == 0:
+                cand_votes[coff + rnd] = v
+                cand_keys[coff + rnd] = a[at + (2 * j + v - 1) // 2]
+                a[fo + j] = 0
+            nc += 1
+        cuda.syncthreads()   # the taken cluster is gone before the next round looks
+    if tid == 0:
+        dropped[di] = lost
+    return nc

@@ -1,0 +1,385 @@
+"""Where a run's BAM records go: straight out in read order, or coordinate-sorted by gpualign
+itself (no separate `samtools sort` pass), then indexed.
+
+Both sinks take a batch's records as numba-built bytes (records.batch_bam_records, the `encode`
+they are given; a slice of a batch a task) on worker threads, so the next batch maps on the GPU
+while this one is encoded. The sorted sink sorts each slice's keys on its worker (an order; the
+bytes stay as they are) and appends the slice to one run file beside the output, keeping 20 bytes
+per read in memory (sort key, record start and size, in key order): every slice a sorted run.
+
+After the last batch nothing runs on one thread alone: the final order (key, ties in input order)
+is cut into parts of PART_RECORDS records, and each part is one task on all threads: its rows found
+in every run by rank selection (binary searches, no global sort), merged, their records gathered
+from the page-cached run file, compressed into BGZF blocks of its own, and their index entries
+(bai.index_fields, virtual offsets within the part) made. The main thread writes the parts in
+order and moves their entries to where they landed; only the .bai's assembly (build_bai) is left
+after the last part. The parts depend on the records alone, so the bytes do not depend on the
+batches or the threads; a part's last block may be short, which BGZF allows.
+
+With markdup, each slice's duplicate-marking fields (records.dup_fields) are kept too, in input
+order; after the last batch markdup.decide picks the duplicates from those arrays alone, and each
+part sets 0x400 in its gathered records before compressing them: no second pass over the BAM.
+"""
+
+import collections
+import contextlib
+import itertools
+import os
+import shutil
+import struct
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from numba import njit
+
+from .bai import build_bai, index_fields
+from .bgzf import BGZF_EOF, BamWriter, header_bytes, sized_bgzf_blocks
+from .markdup import UNKNOWN_LIBRARY, decide, flag_duplicates, metrics, write_metrics
+from .records import D_COLS
+from ..jitcache import use_versioned_cache
+from ..memmove import MEMMOVE
+from ..output import open_binary
+from ..threads import ordered_map
+from .. import trace
+
+use_versioned_cache()  # before any @njit below
+
+PART_RECORDS = 1 << 16   # records of a part of the final pass: one task, its own BGZF blocks
+
+
+@njit(cache=True, nogil=True)
+def key_order(offsets, keys):
+    """A slice's keys, record starts and record sizes in key order (stable), and the order (each
+    row's record in the slice)."""
+    order = np.argsort(keys, kind="mergesort")
+    return (keys[order], offsets[:-1][order], (offsets[1:] - offsets[:-1])[order].astype(np.int32),
+            order.astype(np.int32))
+
+
+@njit(cache=True, nogil=True)
+def rank_cut(keys, run_off, rank):
+    """Where the first `rank` records of the final order end in each run (rows of the runs'
+    concatenated keys, each run sorted): the key K at that rank found by bisecting key values,
+    each run searched only in its rows still undecided, then the ties at K taken run by run
+    (input order)."""
+    runs = run_off.shape[0] - 1
+    below, above = run_off[:-1].copy(), run_off[1:].copy()   # first row with key >= lo, > hi
+    if rank >= run_off[-1]:
+        return above
+    lo, hi = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    for j in range(runs):
+        if below[j] < above[j]:
+            lo, hi = min(lo, keys[below[j]]), max(hi, keys[above[j] - 1])
+    at = np.empty(runs, dtype=np.int64)
+    while lo < hi:   # K: the smallest key with more than `rank` keys <= K
+        mid = (lo >> 1) + (hi >> 1) + (lo & hi & 1)   # floor((lo + hi) / 2), no overflow
+        count = 0
+        for j in range(runs):
+            at[j] = below[j] + np.searchsorted(keys[below[j]:above[j]], mid, side="right")
+            count += at[j] - run_off[j]
+        if count > rank:
+            hi = mid
+            above[:] = at
+        else:
+            lo = mid + 1
+            below[:] = at
+    need = rank - (below - run_off[:-1]).sum()   # rows below..above are the ties at K
+    for j in range(runs):
+        take = min(need, above[j] - below[j])
+        below[j] += take
+        need -= take
+    return below
+
+
+@njit(cache=True, nogil=True)
+def part_rows(keys, run_off, first, last):
+    """Rows of final ranks first..last-1 (rows of the runs' concatenated arrays), in final order:
+    each run's piece found by rank_cut, the pieces merged by a stable sort, ties in run then row
+    order."""
+    a, b = rank_cut(keys, run_off, first), rank_cut(keys, run_off, last)
+    rows = np.empty((b - a).sum(), dtype=np.int64)
+    o = 0
+    for j in range(a.shape[0]):
+        rows[o:o + b[j] - a[j]] = np.arange(a[j], b[j])
+        o += b[j] - a[j]
+    return rows[np.argsort(keys[rows], kind="mergesort")]
+
+
+@njit(cache=True, nogil=True)
+def gather(src, starts, sizes, rows, memmove):
+    """The records rows[...] of src (given by starts and sizes), concatenated."""
+    total = 0
+    for r in rows:
+        total += sizes[r]
+    out = np.empty(total, dtype=np.uint8)
+    out_at, src_at = out.ctypes.data, src.ctypes.data
+    o = 0
+    for r in rows:
+        memmove(out_at + o, src_at + starts[r], sizes[r])
+        o += sizes[r]
+    return out
+
+
+class RecordSink:
+    """Encodes items (a batch and its result, or a slice of them: whatever `encode` takes) on worker
+    threads and hands their records to `consume` in input order.
+
+    add() waits for the oldest item only when JOBS_PER_WORKER items a worker are pending: waiting
+    whenever every worker had one kept a batch's last slices from being handed out while the slices
+    before them were consumed (0.05 s at the end of a run on the GPU host)."""
+
+    JOBS_PER_WORKER = 3
+
+    def __init__(self, encode, threads: int):
+        self.encode = encode
+        self.workers = max(1, threads)
+        self.pool = ThreadPoolExecutor(max_workers=self.workers)
+        self.jobs = collections.deque()
+
+    def add(self, *item):
+        self.jobs.append(self.pool.submit(self.encode, *item))
+        while self.jobs and (len(self.jobs) > self.JOBS_PER_WORKER * self.workers or self.jobs[0].done()):
+            self.consume(*self.jobs.popleft().result())
+
+    def finish(self):
+        while self.jobs:
+            self.consume(*self.jobs.popleft().result())
+        self.pool.shutdown()
+
+    def abort(self):
+        for job in self.jobs:
+            job.cancel()
+        self.pool.shutdown()
+
+
+class UnsortedBam(RecordSink):
+    """Records in read order, compressed as they come."""
+
+    def __init__(self, path, header, encode, level, threads):
+        super().__init__(encode, threads)
+        self.writer = BamWriter(path, header, level, threads)
+
+    def consume(self, buf, offsets, keys, dupf=None):
+        self.writer.write(buf)
+
+    def close(self):
+        self.finish()
+        self.writer.close()
+
+    def abort(self):
+        super().abort()
+        self.writer.abort()
+
+
+class SortedBam(RecordSink):
+    """Records in coordinate order, then a .bai index (at `index_path`).
+
+    markdup: mark duplicates (markdup.py) as the records are written; `encode` then also gives each
+    slice's duplicate-marking fields (records.dup_fields), kept in input order beside the sort keys
+    (48 bytes a record, and 4 for the row's place in its slice). After the last batch, decide()
+    picks the duplicates from those arrays alone, and each part sets 0x400 in its gathered records
+    before compressing them. `library` names the one library for the metrics; `metrics_path`, if
+    given, gets them in Picard's DuplicationMetrics layout; self.dup_metrics holds them after close;
+    optical_distance: count optical duplicates within that many pixels (0: none)."""
+
+    def __init__(self, path, header, encode, level, threads, index_path=None, times=None, work_dir=None,
+                 markdup=False, library=None, metrics_path=None, command="gpualign", output_name=None,
+                 optical_distance=0):
+        super().__init__(lambda *item: self.sorted_records(*encode(*item)), threads)
+        self.markdup, self.library, self.metrics_path, self.command = markdup, library, metrics_path, command
+        self.optical_distance = optical_distance
+        self.output_name = output_name or path
+        self.orders, self.dups = [], []
+        self.dup_metrics = None
+        self.path, self.header, self.level, self.threads = path, header, level, threads
+        self.index_path = index_path
+        self.times = times or (lambda stage: contextlib.nullcontext())
+        # named after the output (an atomic_path temporary), so a rerun clears it if this process
+        # dies; work_dir None (a stream output, /dev/null say): the system's temporary folder
+        base = os.path.basename(path)
+        self.tmpdir = tempfile.mkdtemp(prefix=f"{base if base.startswith('.') else '.' + base}.sort-",
+                                       dir=work_dir)
+        self.run = open(os.path.join(self.tmpdir, "records.bin"), "wb")
+        self.written = 0
+        self.keys, self.starts, self.sizes = [], [], []
+        self.tail_code = None   # the final pass's code, loaded on a worker while mapping goes on
+
+    def add(self, *item):
+        if self.tail_code is None:
+            self.tail_code = self.pool.submit(load_tail_code, self.level)
+        super().add(*item)
+
+    @staticmethod
+    def sorted_records(buf, offsets, keys, dupf=None):
+        """A slice's bytes as they are, and its keys, record starts and sizes in key order (stable),
+        the order, and its duplicate-marking fields (None without): moving the bytes would cost
+        more here, while mapping goes on, than gathering them later."""
+        with trace.span("sort batch records"):
+            return (buf, *key_order(offsets, keys), dupf)
+
+    def consume(self, buf, keys, starts, sizes, order=None, dupf=None):
+        with trace.span("write sorted run"):
+            self.run.write(buf)
+        self.keys.append(keys)
+        self.starts.append(starts + self.written)
+        self.sizes.append(sizes)
+        self.written += len(buf)
+        if self.markdup:
+            if dupf is None:
+                raise ValueError("SortedBam: markdup needs the records' duplicate-marking fields")
+            self.orders.append(order)
+            self.dups.append(dupf)
+
+    def close(self):
+        removing = None
+        try:
+            with self.times("BAM records (wait)"):
+                self.finish()
+                self.run.close()
+            with self.times("sorted BAM: merge and compress"):
+                entries = self.write_sorted()
+            # freeing the run file's blocks (0.06 s for 1.5 GB on the GPU host) goes on beside the index
+            removing = threading.Thread(target=self.remove_run, name="remove the run file")
+            removing.start()
+            if self.index_path:
+                with self.times("sorted BAM: index"):
+                    self.write_index(entries)
+        finally:
+            if removing is not None:
+                removing.join()
+            else:
+                self.remove_run()
+
+    def remove_run(self):
+        with trace.span("remove the run file"):
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    def write_sorted(self):
+        """The sorted BAM (write_runs); returns the records' index entries."""
+        keys, starts, sizes = (np.concatenate(a) if a else np.zeros(0, dtype=np.int64)
+                               for a in (self.keys, self.starts, self.sizes))
+        run_off = np.cumsum([0] + [len(k) for k in self.keys], dtype=np.int64)
+        self.keys = self.starts = self.sizes = None
+        dup_row = self.duplicates(run_off) if self.markdup else None
+        src = (np.memmap(self.run.name, dtype=np.uint8, mode="r") if self.written
+               else np.zeros(0, dtype=np.uint8))
+        return write_runs(self.path, self.header, self.level, self.threads, src, keys, starts, sizes, run_off,
+                          dup_row, bool(self.index_path))
+
+    def duplicates(self, run_off):
+        """Which rows (of the runs' concatenated arrays, each run in key order) are duplicates:
+        decided over the whole output in input order (the runs are consumed in input order, one
+        slice each, so run j's records are input rows run_off[j]...), then laid out by row. The
+        metrics are counted here and written at once when asked for."""
+        with self.times("sorted BAM: mark duplicates"):
+            d = (np.concatenate(self.dups) if self.dups else np.zeros((0, D_COLS), dtype=np.int64))
+            dup, optical = decide(d, distance=self.optical_distance)
+            self.dup_metrics = {self.library or UNKNOWN_LIBRARY: metrics(d, dup, optical)}
+            if self.metrics_path:
+                write_metrics(self.metrics_path, self.dup_metrics, os.path.basename(self.output_name),
+                              self.command, self.optical_distance)
+            dup_row = np.empty(len(d), dtype=bool)
+            for j, order in enumerate(self.orders):
+                dup_row[run_off[j]:run_off[j + 1]] = dup[run_off[j] + order]
+            self.orders = self.dups = None
+            return dup_row
+
+    def write_index(self, entries):
+        """The .bai from the records' index entries (write_runs')."""
+        write_bai(self.index_path, len(self.header.references), entries)
+
+    def abort(self):
+        super().abort()
+        self.run.close()
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, dup_row=None, index=True):
+    """A sorted BAM from sorted runs of records (SortedBam's, or a merge's inputs): its parts merged,
+    gathered and compressed on all threads. src: the runs' records; keys, starts, sizes: the runs'
+    concatenated rows (run j is rows run_off[j]..run_off[j+1]-1, in key order); dup_row: each row's
+    duplicate flag, set or cleared in its record (None: records as they are). Returns the records'
+    index entries (index_entries' rows, the virtual offsets moved to where each part landed; none
+    unless index), filled in by the main thread as the parts come, while the others compress."""
+
+    def part(first):
+        if first is None:
+            return sized_bgzf_blocks(header_bytes(header), level)[0], None
+        with trace.span("merge sorted runs"):
+            rows = part_rows(keys, run_off, first, min(len(keys), first + PART_RECORDS))
+        with trace.span("gather sorted records"):
+            records = gather(src, starts, sizes, rows, MEMMOVE)
+        if dup_row is not None:
+            with trace.span("flag duplicates"):
+                flag_duplicates(records, sizes[rows], dup_row[rows])
+        blocks, csizes, usizes = sized_bgzf_blocks(records, level)
+        if not index:
+            return blocks, None
+        with trace.span("index sorted records"):
+            return blocks, index_entries(records, csizes, usizes)
+
+    entries = np.empty((7, len(keys) if index else 0), dtype=np.int64)
+    done = at = 0
+    tasks = itertools.chain([None], range(0, len(keys), PART_RECORDS))   # None: the header
+    with open_binary(path) as fh, ThreadPoolExecutor(max_workers=threads) as pool:
+        for blocks, part_entries in ordered_map(pool, part, tasks, 2 * threads):
+            fh.write(blocks)
+            if part_entries is not None:
+                m = part_entries.shape[1]
+                entries[:, done:done + m] = part_entries
+                entries[5:, done:done + m] += at << 16
+                done += m
+            at += len(blocks)
+        fh.write(BGZF_EOF)
+    return entries
+
+
+def write_bai(path, n_ref, entries):
+    """The .bai of n_ref references from the records' index entries (write_runs')."""
+    tid, pos, end, bins, flag, vstart, vend = entries
+    with open(path, "wb") as fh:
+        fh.write(build_bai(n_ref, tid, pos, end, bins, flag, vstart.view(np.uint64), vend.view(np.uint64)))
+
+
+# one unmapped record at refID 0, pos 0, named "a": the smallest whole BAM record
+TINY_RECORD = np.frombuffer(struct.pack("<iiiBBHHHiiii2s", 34, 0, 0, 2, 0, 4680, 0, 4, 0, -1, -1, 0, b"a\0"),
+                            dtype=np.uint8)
+
+
+def load_tail_code(level: int):
+    """Run the final pass's compiled functions once on one tiny record, with the argument types the
+    tail gives them. Their first call loads their machine code from numba's cache (10-40 ms each on
+    the GPU host, one at a time); done here, on a worker while batches map, it is not left for the
+    tail, where every thread would wait for it at once."""
+    with trace.span("load the sorted tail's code"):
+        keys, run_off = np.zeros(1, dtype=np.int64), np.array([0, 1], dtype=np.int64)
+        _, starts, sizes, _ = key_order(np.array([0, len(TINY_RECORD)], dtype=np.int64), keys)
+        src = TINY_RECORD.copy()
+        src.setflags(write=False)   # the run file is read through a read-only memmap
+        records = gather(src, starts, sizes, part_rows(keys, run_off, 0, 1), MEMMOVE)
+        _, csizes, usizes = sized_bgzf_blocks(records, level)
+        tid, pos, end, bins, flag, vstart, vend = index_entries(records, csizes, usizes)
+        build_bai(1, tid, pos, end, bins, flag, vstart.view(np.uint64), vend.view(np.uint64))
+
+
+@njit(cache=True, nogil=True)
+def index_entries(records, csizes, usizes):
+    """What the .bai needs of a part's records, in rows: refID, pos, end, bin, flag, and the virtual
+    offsets of their starts and ends as if the part's first block began the file (a part written
+    at file offset c adds c << 16). A record ending at a block's end points to the next block's
+    start, as htslib's bgzf_tell gives it."""
+    fields = index_fields(records)
+    out = np.empty((7, fields.shape[1]), dtype=np.int64)
+    out[:5] = fields[1:]
+    block = ustart = cstart = o = 0   # o: a record's start; `at` lies in block, from ustart (cstart in the file)
+    for r in range(fields.shape[1]):
+        for row, at in ((5, o), (6, o + fields[0, r])):   # the record's start, then its end
+            while block < usizes.shape[0] and at >= ustart + usizes[block]:
+                ustart += usizes[block]
+                cstart += csizes[block]
+                block += 1
+            out[row, r] = (cstart << 16) | (at - ustart)
+        o += fields[0, r]
+    return out

@@ -1,0 +1,451 @@
+"""Opening plain or gzip text inputs, with one clear line for every way one can fail.
+
+An input is a path or `-` (stdin), opened once: a pipe, a FIFO or `<(...)` cannot be read twice,
+so the two bytes that tell gzip from plain text are read from the stream itself and handed back to
+it (`Prefixed`) rather than read by a second open. Gzip is decoded by one of three decoders over
+that same stream: rapidgzip (several threads; only for big regular files, which it can seek),
+isal's igzip (about twice zlib's speed), or zlib (Python's gzip, the fallback). Whatever a decoder
+raises, wherever in the file, becomes `WHAT F: corrupt or truncated gzip data (...)`.
+"""
+
+import collections
+import gzip
+import io
+import itertools
+import os
+import re
+import stat
+import threading
+
+from .errors import InputError
+
+# Compressed bytes isal inflates a call. It releases the GIL while it inflates and takes it back after
+# each call, waiting behind any thread running Python (up to the 5 ms switch interval): with its own
+# 512 KiB, a file decoded beside a busy Python thread (the imports at start, the mapper's own Python)
+# took 2.9-3.1x as long as alone on the 2-core machine; with 16 MiB, 1.7-2.1x (1.4-1.6x beside work
+# that does not hold the GIL: the cores shared).
+ISAL_READ_BUFFER = 16 << 20
+
+try:  # isal decodes gzip about twice as fast as zlib; optional
+    from isal import igzip as _igzip
+    _igzip.READ_BUFFER_SIZE = ISAL_READ_BUFFER   # what IGzipFile's reader is made with (isal 1.x)
+except ImportError:  # pragma: no cover - isal is in the pinned env, zlib is the fallback
+    _igzip = None
+
+STDIN = "-"
+GZIP_MAGIC = b"\x1f\x8b"
+PIPE_BUFFER = 1 << 20          # buffer of a non-seekable input (a pipe read gives 64 KiB at most)
+DECODERS = ("rapidgzip", "isal", "zlib")
+PARALLEL_GZIP_MIN = 64 << 20  # reads (fastq.chunks): compressed bytes from which rapidgzip decodes on several threads
+# ... and the threads it needs to be worth it. rapidgzip spends 3.5-4 times isal's CPU a byte (on the
+# 16-core GPU host: 66-76 MB per CPU-second against 253-276), for 1.5x isal's speed on 8 threads and 2x on 16.
+# Each file of a pair gets half the threads: with 8 each, isal on both files ended a 2 M-pair run 0.5 s sooner
+# (5.8 s against 6.3 s); a single file on 16 threads is faster with rapidgzip (3.5-4.5 s against 5.7-5.9 s).
+PARALLEL_GZIP_THREADS = 12
+READ_BLOCK = 48 << 20        # reads: decompressed bytes read at a time (a batch holds at most this)
+RAMP_STEPS = 4               # ramp_sizes: the first batches halve this many times
+EARLY_BYTES = 144 << 20      # decompressed bytes of a read file decoded ahead while a map command starts
+
+
+def shown(path: str) -> str:
+    """The input's name in messages: `-` is stdin."""
+    return "stdin" if path == STDIN else path
+
+
+def check_input(path: str, what: str):
+    """One line for an input that cannot be opened as a file: missing, or a folder (`-` is stdin)."""
+    if path == STDIN:
+        return
+    if not os.path.exists(path):
+        raise InputError(f"{what} {path}: no such file")
+    if os.path.isdir(path):
+        raise InputError(f"{what} {path}: is a directory")
+
+
+class Prefixed(io.RawIOBase):
+    """A raw stream that gives `head` (bytes already read from `raw`) first, then the rest of `raw`:
+    sniffing a pipe's first bytes this way consumes nothing. Only an empty read is the end."""
+
+    def __init__(self, head: bytes, raw):
+        super().__init__()
+        self._head = memoryview(head)
+        self._raw = raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        return self._raw.readinto(b)
+
+    def close(self):
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+
+def read_head(raw, size: int) -> bytes:
+    """The first `size` bytes of a raw stream (fewer only at its end): a pipe may give them piecemeal."""
+    head = b""
+    while len(head) < size:
+        part = raw.read(size - len(head))
+        if not part:
+            break
+        head += part
+    return head
+
+
+def decoder_detail(exc: BaseException) -> str:
+    """A decoder's reason, one short line: rapidgzip's `[Wrapper][Thread 1234]` prefixes dropped."""
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    text = re.sub(r"^(\[[^\]]*\]\s*)+", "", text.splitlines()[0])
+    return text[:120] or type(exc).__name__
+
+
+class Input:
+    """A plain or gzip input (a path or `-`) opened once and read in blocks. `read` gives b"" only at
+    the real end; any failure of the file or of its decoder is one InputError naming the input.
+
+    decoder: None picks rapidgzip for a regular gzip file of at least `parallel_min` bytes when it
+    may use at least `parallel_threads` threads, else isal (zlib without isal); "rapidgzip", "isal"
+    or "zlib" force one (rapidgzip needs a regular file: a stream falls back to isal). For tests,
+    and for comparing decoders.
+    """
+
+    def __init__(self, path: str, what: str, threads: int = 1, decoder: str | None = None,
+                 parallel_min: int = 64 << 20, parallel_threads: int = 2):
+        if decoder is not None and decoder not in DECODERS:
+            raise ValueError(f"decoder {decoder!r} is not one of {DECODERS}")
+        self.path, self.what, self.name = path, what, shown(path)
+        self.gzip = False
+        self.decoder = None          # the decoder's name, for a gzip input
+        self._size = 0               # a regular file's size: where rapidgzip must stop
+        self._fh = None
+        self._stream = None          # the opened file under a decoder (a decoder leaves it open)
+        self._ahead = None           # rapidgzip's next block, read before the one handed out
+        self._given = 0              # bytes handed out by rapidgzip (isal skips them if it takes over)
+        raw = self._open_raw()
+        try:
+            head = self._guard(lambda: read_head(raw, 2), gz=False)
+            mode = self._guard(lambda: os.fstat(raw.fileno()).st_mode, gz=False)
+            regular = stat.S_ISREG(mode) and raw.seekable()
+            whole = False            # a regular file read from its start: rapidgzip may open it by path
+            if regular:
+                self._size = os.fstat(raw.fileno()).st_size
+                whole = raw.seek(-len(head), io.SEEK_CUR) == 0 and path != STDIN   # stdin may start further on
+                fh = io.BufferedReader(raw)
+            else:
+                fh = io.BufferedReader(Prefixed(head, raw), PIPE_BUFFER)
+        except BaseException:
+            raw.close()
+            raise
+        self.gzip = head == GZIP_MAGIC
+        if not self.gzip:
+            self._fh = fh
+            return
+        self._stream = fh
+        parallel = threads >= max(2, parallel_threads) and self._size >= parallel_min
+        self.decoder = decoder or ("rapidgzip" if parallel else "isal")
+        if self.decoder == "rapidgzip" and not whole:
+            self.decoder = "isal"
+        try:
+            self._fh = self._guard(lambda: self._start(fh, threads))
+        except BaseException:
+            fh.close()
+            raise
+
+    def _start(self, fh, threads: int):
+        try:
+            return self._open_decoder(fh, threads)
+        except (InputError, MemoryError):
+            raise
+        except Exception:
+            if self.decoder != "rapidgzip":
+                raise
+            self.decoder = "isal"   # isal has the last word, as in _fall_back
+            return self._open_decoder(fh, 1)
+
+    def _open_raw(self):
+        if self.path == STDIN:   # a copy of stdin: closing it leaves stdin open
+            return self._guard(lambda: open(os.dup(0), "rb", buffering=0), gz=False)
+        check_input(self.path, self.what)
+        try:
+            return open(self.path, "rb", buffering=0)
+        except OSError as exc:
+            raise InputError(f"{self.what} {self.name}: {exc.strerror or type(exc).__name__}") from None
+
+    def _open_decoder(self, fh, threads: int):
+        if self.decoder == "rapidgzip":
+            try:
+                import rapidgzip
+            except ImportError:
+                self.decoder = "isal"
+            else:
+                # rapidgzip opens the path itself, to read it on several threads; fh stays open
+                # for isal, should rapidgzip fail
+                return rapidgzip.open(self.path, parallelization=max(1, threads))
+        if self.decoder == "isal" and _igzip is not None:
+            return _igzip.IGzipFile(fileobj=fh, mode="rb")
+        self.decoder = "zlib"
+        return gzip.GzipFile(fileobj=fh, mode="rb")
+
+    def _guard(self, action, gz: bool | None = None):
+        """action(), with any failure of it (but a KeyboardInterrupt, or running out of memory) as
+        the input's one-line InputError: a decoder's for a gzip input, the system's reason else."""
+        gz = self.gzip if gz is None else gz
+        try:
+            return action()
+        except (InputError, MemoryError):
+            raise
+        except Exception as exc:
+            if gz:
+                raise InputError(f"{self.what} {self.name}: corrupt or truncated gzip data "
+                                 f"({decoder_detail(exc)})") from None
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else decoder_detail(exc)
+            raise InputError(f"{self.what} {self.name}: {reason}") from None
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to `size` bytes (all that is left for -1); fewer only at the end, b"" only there."""
+        if self.decoder == "rapidgzip":
+            try:
+                return self._read_checked(size)
+            except (InputError, MemoryError):
+                raise
+            except Exception:
+                self._guard(self._fall_back)
+        return self._guard(lambda: self._fh.read(size))
+
+    def _read_checked(self, size: int) -> bytes:
+        """rapidgzip's blocks, one behind. It ends without an error where a truncated or damaged file
+        stops making sense (all of the file, or the part after the damage, then missing from its
+        output, and what it made of the damaged bytes at the end of it), so its end is checked to be
+        the file's end, its last member's trailer decoded, before its last block is handed out."""
+        if self._ahead is None:
+            self._ahead = self._fh.read(size)
+        block = self._ahead
+        if block:
+            self._ahead = self._fh.read(size)
+            if not self._ahead:
+                self._check_rapidgzip_end()
+        else:
+            self._check_rapidgzip_end()   # an input it made nothing of
+        self._given += len(block)
+        return block
+
+    def _check_rapidgzip_end(self):
+        used = (self._fh.tell_compressed() + 7) // 8
+        if used != self._size:
+            raise ValueError(f"rapidgzip stopped at byte {used} of {self._size}")
+
+    def _fall_back(self):
+        """rapidgzip failed (or stopped short): isal decodes the file from its start, past what
+        rapidgzip handed out, and has the last word. Its verdict is the one a single thread gives:
+        a file isal accepts (zero bytes after the last member, say) is read whole, and a damaged
+        one fails with isal's reason."""
+        fh, self._fh, self._ahead = self._fh, None, None
+        try:
+            fh.close()
+        except Exception:   # noqa: BLE001 - a failed decoder's own cleanup; isal decides
+            pass
+        self.decoder = "isal"
+        self._stream.seek(0)
+        self._fh = self._open_decoder(self._stream, 1)
+        left = self._given
+        while left:
+            skipped = len(self._fh.read(min(left, 1 << 24)))
+            if not skipped:
+                raise ValueError(f"the data ends after {self._given - left} bytes, rapidgzip gave {self._given}")
+            left -= skipped
+
+    def close(self):
+        try:
+            if self._fh is not None:
+                fh, self._fh = self._fh, None
+                self._guard(fh.close)
+        finally:
+            if self._stream is not None:
+                stream, self._stream = self._stream, None
+                stream.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if value is None:
+            self.close()
+            return
+        try:   # an error is on its way already: closing must not replace it
+            self.close()
+        except InputError:
+            pass
+
+
+def iter_line_blocks(path: str, what: str, block: int = 1 << 24):
+    """(text, number of its first line) of a plain or gzip file (or `-`), read `block` bytes at a time
+    and cut after a line end: each text is whole lines (the file's last may lack its line end). A
+    reference of gigabases is never held whole, and its millions of lines need no Python each."""
+    with Input(path, what) as fh:
+        tail, lineno = b"", 1
+        while True:
+            data = fh.read(block)
+            if not data:
+                break
+            data = tail + data
+            cut = data.rfind(b"\n") + 1
+            tail = data[cut:]
+            if cut:
+                yield data[:cut], lineno
+                lineno += data.count(b"\n", 0, cut)
+        if tail:
+            yield tail, lineno
+
+
+def ramp_sizes(batch_size: int):
+    """Batch sizes that start small: 1/16, 1/8, 1/4 and 1/2 of batch_size, then batch_size. The
+    first batch is parsed, and the mapper's first stages start, after a sixteenth of the reading."""
+    for shift in range(RAMP_STEPS, 0, -1):
+        yield max(1, batch_size >> shift)
+    while True:
+        yield batch_size
+
+
+class EarlyInput:
+    """An Input opened and decoded on a thread of its own from a command's start, while the command
+    still imports its libraries (half a second and more of numba and pysam before the first read),
+    in blocks of `sizes`. The reader that would open the same input with the same settings takes it
+    instead (opened): the bytes read ahead, then the rest, the same as one Input gives, an error
+    where it was met. Read in the block sizes the reader will ask for (`sizes`), so that it meets
+    the blocks, and an error, where it would have met them itself. What nobody takes is stopped and
+    closed by drop_early."""
+
+    def __init__(self, key: tuple, sizes: list):
+        self.key, self._sizes = key, sizes
+        self._blocks = collections.deque()
+        self._input = None
+        self._error = None
+        self._eof = False
+        self._stop = threading.Event()
+        # not a daemon: a decoder (rapidgzip) still running when the interpreter exits aborts it
+        self._thread = threading.Thread(target=self._run, name="early decode")
+        self._thread.start()
+
+    def _run(self):
+        try:
+            self._input = Input(*self.key)
+            for size in self._sizes:
+                if self._stop.is_set():
+                    return
+                block = self._input.read(size)
+                if not block:
+                    self._eof = True
+                    return
+                self._blocks.append(block)
+        except BaseException as exc:  # raised to the reader where the input gave it
+            self._error = exc
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+    def taken(self):
+        """Stops reading ahead; the input, its early bytes served first."""
+        self.stop()
+        return _Resumed(self._input, self._blocks, self._error, self._eof)
+
+
+class _Resumed:
+    """EarlyInput's input as the reader takes it: read(size) serves the bytes read ahead first (cut
+    and joined to `size`, as Input.read would give them), then reads on; an error the early thread met
+    is raised after its bytes."""
+
+    def __init__(self, input_, blocks, error, eof):
+        self._input, self._blocks, self._error, self._eof = input_, blocks, error, eof
+
+    def __getattr__(self, name):   # decoder, gzip, path: the input's
+        return getattr(self._input, name)
+
+    def read(self, size: int = -1) -> bytes:
+        parts, want = [], size
+        while self._blocks and want != 0:
+            block = self._blocks.popleft()
+            if 0 <= want < len(block):
+                block, rest = block[:want], block[want:]
+                self._blocks.appendleft(rest)
+            parts.append(block)
+            want -= len(block)
+        if self._blocks or want == 0:
+            return b"".join(parts)
+        if self._error is not None:
+            if parts:   # the bytes before the error first, as one Input hands them out
+                return b"".join(parts)
+            raise self._error
+        if not self._eof:
+            parts.append(self._input.read(-1 if size < 0 else want))
+        return b"".join(parts)
+
+    def close(self):
+        if self._input is not None:
+            self._input.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if self._input is not None:
+            self._input.__exit__(kind, value, traceback)
+
+
+_early = {}   # Input arguments -> EarlyInput
+_early_lock = threading.Lock()
+
+
+def decode_early(key: tuple, sizes: list):
+    """Starts decoding Input(*key) now, in blocks of `sizes`, for opened() to take later (regular
+    files only: a pipe's bytes must go to whoever reads it)."""
+    path = key[0]
+    if path == STDIN or not os.path.isfile(path):
+        return
+    with _early_lock:
+        if key not in _early:
+            _early[key] = EarlyInput(key, sizes)
+
+
+def opened(*key):
+    """Input(*key), or the one decode_early began with these arguments."""
+    with _early_lock:
+        early = _early.pop(key, None)
+    return early.taken() if early is not None else Input(*key)
+
+
+def drop_early():
+    """Stops and closes every early input nobody took (a command that ends before reading)."""
+    with _early_lock:
+        left = list(_early.values())
+        _early.clear()
+    for early in left:
+        early.taken().close()
+
+
+def start_decoding(paths: list, threads: int, ramp: bool):
+    """Begin decoding the reads of a map command (one file, or the two mate files) at once, each as
+    fastq.chunks will open and read it (in ramp_sizes' blocks with ramp, else whole blocks; mate files
+    with half the threads each, as fastq.read_pair_batches reads them), EARLY_BYTES at most: the
+    mapper's imports and start take half a second, and a run of pairs is bound by decoding its files."""
+    ends = itertools.takewhile(lambda n: n <= EARLY_BYTES, itertools.accumulate(
+        ramp_sizes(READ_BLOCK) if ramp else itertools.repeat(READ_BLOCK)))
+    ends = list(ends)
+    sizes = [b - a for a, b in zip([0] + ends, ends)]
+    per_file = threads if len(paths) == 1 else max(1, threads // 2)
+    for path in paths:
+        decode_early((path, "reads", per_file, None, PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS), sizes)
+
+
+__all__ = ["Input", "Prefixed", "STDIN", "check_input", "decode_early", "drop_early", "iter_line_blocks", "opened",
+           "ramp_sizes", "shown", "start_decoding"]
