@@ -66,6 +66,8 @@ def record_launches() -> list:
     cuda.candidate_stage(reads, np.arange(len(reads)), index, p)   # the staged path's kernels
     cuda.extend_stage(reads, genome, np.arange(len(reads)), np.full(len(reads), 1 << 20, np.int64),
                       MapParams(max_indels=12))   # a band too wide for shared memory: the wide kernel
+    cuda.traceback_stage(reads, genome, np.arange(len(reads)), np.full(len(reads), 1 << 20, np.int64),
+                         np.zeros(len(reads), np.int64), MapParams(max_indels=12))   # the same for the traceback
     bare = finish_reads(reads.names, reads.name_off, reads.codes, reads.quals, reads.read_off, 8, derive=False)
     cuda._read_arrays(bare, "rc_codes", "packed", "rc_packed", "word_off", "hbin", "rc_hbin")
     launched = {name for _, name, _ in seen}

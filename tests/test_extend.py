@@ -432,10 +432,13 @@ def test_one_gap_below_never_rules_out_a_single_gap_alignment_that_reaches_the_s
 @pytest.mark.parametrize("scoring", [dict(match=1, mismatch=4, gap_open=6, gap_extend=1),
                                      dict(match=2, mismatch=2, gap_open=12, gap_extend=2),
                                      dict(match=1, mismatch=4, gap_open=4, gap_extend=1)])   # 1 mismatch ties a gap
-def test_ungapped_shortcut_equals_the_dp(backend, rng, scoring):
+@pytest.mark.parametrize("bands", [(1, 6), (11, 14)])   # on the GPU: the traceback DPs' band rows in shared memory,
+# and (t > NARROW_T) in local memory
+def test_ungapped_shortcut_equals_the_dp(backend, rng, scoring, bands):
     """Extension and traceback skip the DP where the alignment is ungapped for sure
-    (extend.ungapped_best): their rows and CIGARs must be exactly what the DP gives."""
-    p = MapParams(max_indels=int(rng.integers(1, 6)), **scoring)
+    (extend.ungapped_best; the GPU lists the rows left to a DP apart): their rows and CIGARs must be
+    exactly what the DP gives."""
+    p = MapParams(max_indels=int(rng.integers(*bands)), **scoring)
     s = dict(match=p.match, mismatch=p.mismatch, gap_open=p.gap_open, gap_ext=p.gap_extend)
     decided = 0
     for _ in range(3):

@@ -440,12 +440,18 @@ def extend_on_device(bound, count, pair_read, pair_key, read_arrays, genome, p, 
     scoring = (t, p.match, p.mismatch, p.gap_open, p.gap_extend, p.clip_penalty)
     at = (*read_arrays, *_genome_args(genome), genome.size, *scoring)
     _launch(K._open_pairs_kernel, bound, count, pair_read, pair_key, *at, out, nopen, opened)
-    narrow = t <= launch.NARROW_T
-    threads = (launch.block_threads(launch.CLOSE_THREADS, launch.CLOSE_SHARED_THREADS, "a close-pairs block")
-               if narrow else launch.THREADS_PER_BLOCK)
-    _launch_blocks(K._close_pairs_kernel if narrow else K._close_wide_pairs_kernel,
-                   min(-(-bound // threads), launch.CLOSE_BLOCKS), threads, nopen, opened, pair_read, pair_key, *at,
-                   _empty("no traceback", 1, np.uint8), out)   # the DPs leave it alone
+    blocks, threads = listed_dps_grid(bound, t, launch.CLOSE_BLOCKS, "a close-pairs block")
+    _launch_blocks(K._close_pairs_kernel if t <= launch.NARROW_T else K._close_wide_pairs_kernel, blocks, threads,
+                   nopen, opened, pair_read, pair_key, *at, _empty("no traceback", 1, np.uint8), out)   # not written
+
+
+def listed_dps_grid(bound: int, t: int, most_blocks: int, what: str):
+    """(blocks, threads) of a launch looping over at most `bound` listed DPs: for a narrow band
+    (t <= launch.NARROW_T) blocks of launch.CLOSE_THREADS threads sharing shared-memory band rows,
+    else of launch.THREADS_PER_BLOCK; at most most_blocks blocks."""
+    threads = (launch.block_threads(launch.CLOSE_THREADS, launch.CLOSE_SHARED_THREADS, what)
+               if t <= launch.NARROW_T else launch.THREADS_PER_BLOCK)
+    return max(1, min(-(-bound // threads), most_blocks)), threads
 
 
 def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
@@ -476,12 +482,9 @@ def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
 
 
 def close_trace_grid(bound: int, t: int):
-    """(blocks, threads) of a close-traces launch for at most `bound` listed rows: the narrow kernel's
-    threads share shared-memory rows (as the close-pairs blocks do), at most TRACE_BLOCKS blocks, each
-    thread with its own traceback bytes (so the bytes scale with the grid, not with the batch)."""
-    threads = (launch.block_threads(launch.CLOSE_THREADS, launch.CLOSE_SHARED_THREADS, "a close-traces block")
-               if t <= launch.NARROW_T else launch.THREADS_PER_BLOCK)
-    return max(1, min(-(-bound // threads), launch.TRACE_BLOCKS)), threads
+    """(blocks, threads) of a close-traces launch for at most `bound` listed rows (listed_dps_grid, at most
+    launch.TRACE_BLOCKS blocks), each thread with its own traceback bytes: they scale with the grid, not the batch."""
+    return listed_dps_grid(bound, t, launch.TRACE_BLOCKS, "a close-traces block")
 
 
 def close_traces_on_device(bound, ntrace, listed, by_read, sel_read, sel_key, sel_local, read_arrays, genome, p, maxlen,
