@@ -1,6 +1,6 @@
 # Benchmarks only: launch parameters of gpualign's CUDA kernels set for one process, to time a launch shape
 # without editing the package. GPUALIGN_BENCH_LAUNCH="NAME=VALUE,NAME=VALUE" names launch.py's constants:
-#   ENV_C="PYTHONPATH=$PWD/bench/launch_probe GPUALIGN_BENCH_LAUNCH=SEED_FIRST_THREADS=64" bash bench/gpu_ab.sh
+#   ENV_C="PYTHONPATH=/tmp/site:$PWD:$PWD/bench/launch_probe GPUALIGN_BENCH_LAUNCH=SEED_FIRST_THREADS=64" bash bench/gpu_ab.sh
 # Compile-time sizes (launch.py says which) must not be set this way.
 import os
 
