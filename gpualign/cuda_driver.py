@@ -380,7 +380,7 @@ class Kernel:
         params = np.arange(len(words), dtype=np.uint64) * 8 + slots.ctypes.data
         _bind()
         _quick_call("cuLaunchKernel", func, blocks, 1, 1, threads, 1, 1, 0,
-              stream.handle if stream is not None else _c_ptr(), _c_ptr(params.ctypes.data), None)
+                    stream.handle if stream is not None else _c_ptr(), _c_ptr(params.ctypes.data), None)
 
 
 _numba_turns = threading.Lock()

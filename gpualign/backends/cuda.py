@@ -487,6 +487,12 @@ def close_trace_grid(bound: int, t: int):
     return listed_dps_grid(bound, t, launch.TRACE_BLOCKS, "a close-traces block")
 
 
+def close_trace_bytes(bound: int, maxlen: int, t: int) -> int:
+    """The traceback bytes of a close-traces launch (close_trace_grid): maxlen * (2t+1) a thread."""
+    blocks, threads = close_trace_grid(bound, t)
+    return blocks * threads * maxlen * (2 * t + 1)
+
+
 def close_traces_on_device(bound, ntrace, listed, by_read, sel_read, sel_key, sel_local, read_arrays, genome, p, maxlen,
                            ops, lens, out):
     """close_trace for the ntrace[0] (at most bound) rows open_trace listed: their DPs with traceback in
@@ -495,7 +501,7 @@ def close_traces_on_device(bound, ntrace, listed, by_read, sel_read, sel_key, se
         return
     t = p.max_indels
     blocks, threads = close_trace_grid(bound, t)
-    tb = _empty("traceback bytes", blocks * threads * maxlen * (2 * t + 1), np.uint8)
+    tb = _empty("traceback bytes", close_trace_bytes(bound, maxlen, t), np.uint8)
     _launch_blocks(K._close_traces_kernel if t <= launch.NARROW_T else K._close_wide_traces_kernel, blocks, threads,
                    ntrace, listed, by_read, sel_read, sel_key, sel_local, *read_arrays, *_genome_args(genome),
                    genome.size, t, p.match, p.mismatch, p.gap_open, p.gap_extend, maxlen, tb, ops, lens, out)

@@ -221,6 +221,6 @@ def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
         slots |= {"rescue": 8 * extend.RESCUE_COLUMNS * tasks, "extension counters": 16}
     slots |= {"ops": traced * (2 * maxlen + 2), "lens": 4 * traced * (2 * maxlen + 2),
               "traceback": 8 * TR_COLUMNS * traced, "listed traces": 8 * traced,
-              "traceback bytes": int(np.prod(cu.close_trace_grid(traced, t))) * maxlen * (2 * t + 1),
+              "traceback bytes": cu.close_trace_bytes(traced, maxlen, t),
               "md offsets": 8 * (traced + 1), "nm": 8 * traced, "md text": md_bound(traced, maxlen, t)}
     return slots
