@@ -7,7 +7,6 @@ import argparse
 import os
 import shlex
 import sys
-import threading
 
 from . import __version__
 from .errors import InputError, one_line
@@ -199,46 +198,11 @@ def open_reads(args, k: int, batch_size: int, threads: int, block: int):
     return checked()
 
 
-# Two records of 40 bases, one name (mates, read either way): what load_reading_code reads in place of the input.
-TINY_FASTQ = b"@r\n%s\n+\n%s\n" % (b"ACGT" * 10, b"I" * 40) * 2
-
-
-def load_reading_code(args, tuning: Tuning):
-    """Read two tiny files (a pair, or one file) as the input will be read, on a thread of its own from
-    the command's start. The first compiled function a process calls sets up numba's CPU target (0.27-0.31 s
-    on the GPU host, holding numba's compiler lock), and each function's first call loads its machine code
-    from the cache: left to the reader, that held back the first batch's cut and parse while the main thread
-    imported and started the backend, and the decoders stopped, their queues full. Best effort: the run
-    itself reports anything that fails here."""
-    import tempfile
-    from . import trace
-    from .batches import as_batches
-    with trace.span("load the reading code"), tempfile.TemporaryDirectory(prefix="gpualign-warm-") as folder:
-        tiny = argparse.Namespace(**vars(args))
-        tiny.reads, tiny.mates = os.path.join(folder, "1.fq"), (os.path.join(folder, "2.fq") if args.mates else None)
-        for path in filter(None, (tiny.reads, tiny.mates)):
-            with open(path, "wb") as fh:
-                fh.write(TINY_FASTQ)
-        paired = bool(args.mates or args.interleaved)
-        for _ in as_batches(open_reads(tiny, MIN_K, 2, 1, tuning.insert_block), 2, paired, tuning.insert_block):
-            pass
-
-
-def start_loading_reading_code(args, tuning: Tuning):
-    def run():
-        try:
-            load_reading_code(args, tuning)
-        except Exception:   # noqa: BLE001 - a warm-up only
-            pass
-    threading.Thread(target=run, name="load reading code", daemon=True).start()
-
-
 def run_map(args, log, argv, tuning: Tuning):
     from .seqio import drop_early, start_decoding
     read_paths = check_read_inputs(args)
     start_decoding([args.reads] + ([args.mates] if args.mates else []), args.threads,   # beside the imports below
                    ramp=not (args.mates or args.interleaved))
-    start_loading_reading_code(args, tuning)   # beside the imports too
     try:
         return plan_and_map(args, log, argv, tuning, read_paths)
     finally:

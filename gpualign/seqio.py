@@ -44,10 +44,7 @@ PARALLEL_GZIP_MIN = 64 << 20  # reads (fastq.chunks): compressed bytes from whic
 PARALLEL_GZIP_THREADS = 12
 READ_BLOCK = 48 << 20        # reads: decompressed bytes read at a time (a batch holds at most this)
 RAMP_STEPS = 4               # ramp_sizes: the first batches halve this many times
-# Decompressed bytes of a read file decoded ahead while a map command starts (held until the reader takes them). On
-# the GPU host rapidgzip had decoded 144 MB 0.35 s before the reader took them, then waited: a 2 M-read file decodes
-# in 1.3-1.4 s alone, and a run of it is bound by decoding.
-EARLY_BYTES = 384 << 20
+EARLY_BYTES = 144 << 20      # decompressed bytes of a read file decoded ahead while a map command starts
 
 
 def shown(path: str) -> str:

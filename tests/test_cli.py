@@ -336,37 +336,3 @@ def test_index_chooses_k_from_the_genome_unless_given(tmp_path):
     assert proc.returncode == 0 and "k=8 chosen for a genome of 48502 bp" in proc.stderr
     proc = run_cli("index", DEMO_FA, "-p", str(tmp_path / "nine"), "-k", "9")
     assert proc.returncode == 0 and "chosen" not in proc.stderr and "index k=9" in proc.stderr
-
-
-LOADED_SPECIALIZATIONS = r"""
-import argparse, sys
-import numba
-from gpualign import batches, cli, fastq, reads
-from gpualign.options import TUNING
-
-def loaded():
-    return {(m.__name__, n): frozenset(map(str, f.signatures)) for m in (fastq, reads, batches)
-            for n, f in vars(m).items() if isinstance(f, numba.core.registry.CPUDispatcher)}
-
-paths = sys.argv[1:]
-args = argparse.Namespace(reads=paths[0], mates=paths[1] if len(paths) > 1 else None, interleaved=False,
-                          append_comment=False)
-cli.load_reading_code(args, TUNING)
-warm = loaded()
-assert any(warm.values()), "the warm-up loaded nothing"
-real = cli.open_reads(args, 12, 500, 2, TUNING.insert_block)
-n = sum(len(b) for b in batches.as_batches(real, 500, len(paths) > 1, TUNING.insert_block))
-gained = {k: sorted(v - warm[k]) for k, v in loaded().items() if v - warm[k]}
-print(n, gained)
-"""
-
-
-@pytest.mark.parametrize("pairs", [False, True])
-def test_the_reading_warm_up_loads_what_the_reading_then_calls(pairs):
-    """load_reading_code (run from a map command's start) reads a tiny input through the very code the
-    input is then read with: reading the demo's reads afterwards loads no compiled function it did not."""
-    reads = [os.path.join(ROOT, "resources", "demo", f"pairs_R{i}.fq.gz") for i in (1, 2)] if pairs else [DEMO_FQ]
-    proc = subprocess.run([sys.executable, "-c", LOADED_SPECIALIZATIONS, *reads], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    n, gained = proc.stdout.split(" ", 1)
-    assert int(n) == sum(count_fastq(r) for r in reads) and gained.strip() == "{}"
