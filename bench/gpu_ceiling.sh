@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# What a run would take without decoding gzip, and the CPU it spends: on the lent GPU machine, each set in SETS (as
+# bench/gpu_trace.sh names them; reads and index made by bench/gpu_real.sh, gpualign alone) is mapped RUNS times from
+# its FASTQ.gz and from the same FASTQ decompressed beforehand (alternating), each run's wall and its user and system
+# CPU seconds (the process's children, from getrusage) printed, and $OUT/ceiling.txt written.
+#
+#   run(command="SETS='chrX_se ecoli_pe' CHRX_READS=2000000 ECOLI_PAIRS=2000000 K_CHRX=12 K_ECOLI=12 \
+#       bash bench/gpu_ceiling.sh", carry=[".whlreal", ".peer", ".sim", ".data"])
+set -uo pipefail
+START=$(date +%s)
+export WHL=${WHL:-.whlreal}
+OUT=/tmp/ceiling_real DEADLINE=${DEADLINE:-330} ALIGNERS=gpualign DECODERS='' bash bench/gpu_real.sh > /tmp/gpu_real.txt 2>&1
+echo "reads and indexes ready +$(( $(date +%s) - START )) s"
+source bench/device_env.sh 2> /dev/null || exit 1
+W=/tmp/gpualign_real
+inputs() {
+  case $1 in
+    ecoli_se) echo "$W/ecoli/idx/gpualign_k${K_ECOLI:-10}/ref $(ls $W/ecoli/mason_se_n${ECOLI_READS:-10000000}_*.fq.gz)";;
+    chrX_se) echo "$W/chrX20/idx/gpualign_k${K_CHRX:-12}/ref $(ls $W/chrX20/mason_se_n${CHRX_READS:-2000000}_*.fq.gz)";;
+    ecoli_pe) echo "$W/ecoli/idx/gpualign_k${K_ECOLI:-10}/ref $(ls $W/ecoli/mason_pe_n${ECOLI_PAIRS:-4000000}_*.fq.gz | tr '\n' ' ')";;
+    chrX_pe) echo "$W/chrX20/idx/gpualign_k${K_CHRX:-12}/ref $(ls $W/chrX20/mason_pe_n${CHRX_PAIRS:-1000000}_*.fq.gz | tr '\n' ' ')";;
+    *) return 1;;
+  esac
+}
+timed() {   # label, map arguments...: wall and CPU of one `gpualign map`
+  local label=$1; shift
+  rm -f /tmp/ceiling_out.bam /tmp/ceiling_out.bam.bai
+  python3 - "$label" "$@" <<'PY' | tee -a "$OUT/ceiling.txt"
+import resource, subprocess, sys, time
+label, args = sys.argv[1], sys.argv[2:]
+t = time.perf_counter()
+rc = subprocess.run([sys.executable, "-m", "gpualign", "map", *args, "-o", "/tmp/ceiling_out.bam", "-t", "16",
+                     "--backend", "cuda"], stderr=subprocess.DEVNULL).returncode
+wall = time.perf_counter() - t
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"{label:24s} rc {rc} wall {wall:.2f} s  user {ru.ru_utime:.2f} s  sys {ru.ru_stime:.2f} s  "
+      f"cores {(ru.ru_utime + ru.ru_stime) / wall:.1f}")
+PY
+}
+for set in ${SETS:-chrX_se}; do
+  args=$(inputs $set) || continue
+  plain=""
+  for f in $args; do
+    case $f in
+      *.fq.gz) p=/tmp/plain_$(basename "$f" .gz); [ -s "$p" ] || python3 -m isal.igzip -d -c "$f" > "$p"; plain+="$p ";;
+      *) plain+="$f ";;
+    esac
+  done
+  python3 -m gpualign map $args -o /tmp/ceiling_out.bam -t 16 --backend cuda 2> /dev/null   # warm: kernels, page cache
+  for i in $(seq ${RUNS:-2}); do
+    timed "$set gz $i" $args
+    timed "$set plain $i" $plain
+  done
+done
+echo "== done in $(( $(date +%s) - START )) s"
