@@ -65,12 +65,12 @@ class StageTimes:
 
     @contextlib.contextmanager
     def __call__(self, stage: str):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         try:
             yield
         finally:
             end = time.perf_counter()
-            trace.record(stage, start, end)
+            trace.record(stage, start, end, cpu=time.thread_time() - cpu)
             with self.lock:
                 self.seconds[stage] = self.seconds.get(stage, 0.0) + end - start
 

@@ -1,9 +1,12 @@
-"""An optional timeline of a run: thread, step, start and end of every timed step, written as TSV
-when the environment variable GPUALIGN_TRACE names a file (bench/timeline.py reads it and says
-what the wall clock waited on). Off, a step costs one dictionary lookup."""
+"""An optional timeline of a run: thread, step, start and end of every timed step, and the CPU seconds
+its thread spent in it, written as TSV when the environment variable GPUALIGN_TRACE names a file
+(bench/timeline.py reads it and says what the wall clock waited on and where the CPU went); below the
+steps, the CPU seconds of every thread of the process still running, named or not (numba's parallel
+workers, a decoder's own threads), and the process's user and system seconds. Off, a step costs one dictionary lookup."""
 
 import contextlib
 import os
+import resource
 import threading
 import time
 
@@ -20,19 +23,40 @@ def span(step: str):
     if not enabled():
         yield
         return
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.thread_time()
     try:
         yield
     finally:
-        record(step, start, time.perf_counter())
+        record(step, start, time.perf_counter(), cpu=time.thread_time() - cpu)
 
 
-def record(step: str, start: float, end: float, thread: str | None = None):
+def record(step: str, start: float, end: float, thread: str | None = None, cpu: float | None = None):
     """Add a step already timed (perf_counter seconds), on the calling thread or a named one (the
-    GPU's kernels, timed by CUDA events, are on a thread of their own)."""
+    GPU's kernels, timed by CUDA events, are on a thread of their own); cpu: the calling thread's CPU
+    seconds in it, where known."""
     if enabled():
         with _lock:
-            _events.append((thread or threading.current_thread().name, step, start, end))
+            _events.append((thread or threading.current_thread().name, step, start, end, cpu))
+
+
+def thread_cpu_seconds() -> list:
+    """(thread name, or 'unnamed' for threads Python did not start, CPU seconds) of every thread of the
+    process now, from /proc (Linux; empty elsewhere)."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    tick = os.sysconf("SC_CLK_TCK")
+    out = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out.append((names.get(int(tid), "unnamed"), (int(fields[11]) + int(fields[12])) / tick))   # utime, stime
+    return out
 
 
 def write():
@@ -47,6 +71,10 @@ def write():
     t0_epoch = time.time() - (time.perf_counter() - t0)
     with open(path, "w") as fh:
         fh.write(f"# t0_epoch={t0_epoch:.6f} (Unix time of the first step's start; times below are from it)\n")
-        fh.write("thread\tstep\tstart\tend\n")
-        for thread, step, start, end in events:
-            fh.write(f"{thread}\t{step}\t{start - t0:.6f}\t{end - t0:.6f}\n")
+        fh.write("thread\tstep\tstart\tend\tcpu\n")
+        for thread, step, start, end, cpu in events:
+            fh.write(f"{thread}\t{step}\t{start - t0:.6f}\t{end - t0:.6f}\t{'' if cpu is None else f'{cpu:.6f}'}\n")
+        for name, seconds in thread_cpu_seconds():
+            fh.write(f"# thread_cpu\t{name}\t{seconds:.2f}\n")
+        used = resource.getrusage(resource.RUSAGE_SELF)   # every thread's, those that ended too
+        fh.write(f"# process_cpu\t{used.ru_utime:.2f}\t{used.ru_stime:.2f}\n")

@@ -307,16 +307,20 @@ def test_trace_is_a_timeline_of_the_run_that_timeline_reads(prefix, tmp_path, mo
     path = tmp_path / "trace.tsv"
     monkeypatch.setenv("GPUALIGN_TRACE", str(path))
     assert main(["map", prefix, DEMO_FQ, "-o", str(tmp_path / "out.bam"), "-t", "2", "--backend", "cpu"]) == 0
-    rows = [line.split("\t") for line in path.read_text().splitlines()]
-    assert rows[0][0].startswith("# t0_epoch=") and rows[1] == ["thread", "step", "start", "end"]
-    rows = rows[1:]
+    lines = path.read_text().splitlines()
+    rows = [line.split("\t") for line in lines if not line.startswith("# ")]
+    assert lines[0].startswith("# t0_epoch=") and rows[0] == ["thread", "step", "start", "end", "cpu"]
     steps = {r[1] for r in rows[1:]}
     assert {"decompress", "parse and encode reads", "exact match", "seeding", "extension", "traceback",
             "BAM records (worker threads)", "compress BGZF"} <= steps
     assert all(0 <= float(r[2]) <= float(r[3]) for r in rows[1:])
+    # every step on the CPU knows its thread's CPU seconds: never more than the step's wall
+    assert all(0 <= float(r[4]) <= float(r[3]) - float(r[2]) + 0.01 for r in rows[1:])
+    user, system = next(line.split("\t")[1:] for line in lines if line.startswith("# process_cpu"))
+    assert float(user) + float(system) >= sum(float(r[4]) for r in rows[1:]) > 0
     table = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "timeline.py"), str(path)],
                            capture_output=True, text=True, check=True).stdout
-    assert "| extension |" in table and table.startswith("wall ")
+    assert "| extension |" in table and table.startswith("wall ") and "CPU of the process:" in table
 
 
 def test_index_refuses_a_prefix_that_would_overwrite_its_reference(tmp_path):
