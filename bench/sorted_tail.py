@@ -94,18 +94,18 @@ def run(header, buf, offsets, keys, out, threads, level):
     def encode(a, b):
         return buf[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a], keys[a:b]
 
-    per_slice = staticmethod(sort.SortedBam.sorted_records)
+    per_slice = sort.SortedBam.sorted_records
     consume = sort.SortedBam.consume
 
-    def sorted_records(*item):
+    def sorted_records(self, *item):
         with timed("per slice (worker threads)"):
-            return per_slice.__func__(*item)
+            return per_slice(self, *item)
 
     def timed_consume(self, *item):
         with timed("consume (mapping thread)"):
             consume(self, *item)
 
-    sort.SortedBam.sorted_records = staticmethod(sorted_records)
+    sort.SortedBam.sorted_records = sorted_records
     sort.SortedBam.consume = timed_consume
     try:
         sink = sort.SortedBam(out, header, encode, level, threads, index_path=out + ".bai", times=timed,
