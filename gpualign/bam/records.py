@@ -12,8 +12,7 @@ result (md.py, made by the backend's traceback stage), so both outputs copy the 
 
 The kernels take a batch as four tuples of arrays (kernel_args builds them), unpacked where used:
 
-    reads = (names, name_off, codes, scratch, quals, read_off)   the reads (reads.Reads); scratch: room for
-            one read, where a reverse read's complement is written
+    reads = (names, name_off, codes, quals, read_off)            the reads (reads.Reads)
     aln   = (row_of, key, mapq, score, sub, ops, lens, trace)      row_of[read]: its traceback row,
             -1 unmapped; key, mapq, score, sub per read; ops, lens, trace per row (extend.py)
     ref   = (g_packed, g_nmask, c_off)                             the genome
@@ -31,7 +30,6 @@ from ..extend import TR_END_ROW, TR_NOPS, TR_READ_START, TR_REF_START
 from ..jitcache import use_versioned_cache
 from ..md import put_decimal
 from ..memmove import MEMMOVE
-from ..reads import MAX_READ_LEN
 from ..sam import (FLAG_MATE_REVERSE, FLAG_MATE_UNMAPPED, FLAG_PAIRED, FLAG_PROPER, FLAG_READ1, FLAG_READ2,
                    FLAG_REVERSE, FLAG_UNMAPPED)
 from ..tags import append_tags, comment_tags
@@ -41,6 +39,7 @@ from .optical import name_locations
 use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
 SEQ_NIBBLE = np.array([1, 2, 4, 8, 15], dtype=np.uint8)   # A C G T N in BAM's 4-bit code
+RC_NIBBLE = SEQ_NIBBLE[[3, 2, 1, 0, 4]]                    # ... of each code's complement
 RECORDS_PER_TASK = 1 << 14   # records one encoding task writes: a batch's are spread over threads
 
 # columns of record_fields
@@ -172,32 +171,28 @@ def put_cigar(buf, off, aln, row, n, text, write):
     return off
 
 
-@njit(cache=True, nogil=True)
-def oriented_read(codes, qoff, n, reverse, scratch):
-    """(codes, offset) of a read in reference orientation: its own, or its reverse complement written
-    to scratch (the reader does not keep reverse complements: the backends make their own)."""
-    if not reverse:
-        return codes, qoff
-    for i in range(n):
-        c = codes[qoff + n - 1 - i]
-        scratch[i] = 4 if c == 4 else 3 - c
-    return scratch, 0
-
-
 @njit(cache=True, nogil=True, inline='always')
-def put_seq_qual(buf, off, q, qoff, quals, quals_off, n, reverse, write, memmove):
-    """SEQ (two bases a byte) and QUAL of a read; q[qoff:]: its codes in reference orientation."""
-    if write:
+def put_seq_qual(buf, off, codes, qoff, quals, n, reverse, write, memmove):
+    """SEQ (two bases a byte) and QUAL of a read (codes and qualities from qoff) in reference
+    orientation: a reverse read's reverse complement is packed straight from its codes (the reader
+    keeps none; written apart first, it took a third of encoding a reverse record)."""
+    if write and not reverse:
         for i in range(n // 2):
-            buf[off + i] = (SEQ_NIBBLE[q[qoff + 2 * i]] << 4) | SEQ_NIBBLE[q[qoff + 2 * i + 1]]
+            buf[off + i] = (SEQ_NIBBLE[codes[qoff + 2 * i]] << 4) | SEQ_NIBBLE[codes[qoff + 2 * i + 1]]
         if n & 1:
-            buf[off + n // 2] = SEQ_NIBBLE[q[qoff + n - 1]] << 4
+            buf[off + n // 2] = SEQ_NIBBLE[codes[qoff + n - 1]] << 4
+    elif write:
+        last = qoff + n - 1
+        for i in range(n // 2):
+            buf[off + i] = (RC_NIBBLE[codes[last - 2 * i]] << 4) | RC_NIBBLE[codes[last - 2 * i - 1]]
+        if n & 1:
+            buf[off + n // 2] = RC_NIBBLE[codes[qoff]] << 4
     off += (n + 1) // 2
     if write:
         if reverse:
-            buf[off:off + n] = quals[quals_off:quals_off + n][::-1]
+            buf[off:off + n] = quals[qoff:qoff + n][::-1]
         else:
-            memmove(buf.ctypes.data + off, quals.ctypes.data + quals_off, n)
+            memmove(buf.ctypes.data + off, quals.ctypes.data + qoff, n)
     return off + n
 
 
@@ -234,7 +229,7 @@ def encode_record(r, reads, aln, md, rg, fields, buf, off, write, memmove):
     """The BAM record of read r at off (fields: its record_fields row; rg: the read group ID's
     bytes, empty for none; memmove: memmove.MEMMOVE, which copies the name, qualities and MD).
     Returns the offset after it; with write False only measures."""
-    names, name_off, codes, scratch, quals, read_off = reads
+    names, name_off, codes, quals, read_off = reads
     row_of, key, mapq, _, _, _, _, trace = aln
     start = off
     row = row_of[r]
@@ -264,10 +259,9 @@ def encode_record(r, reads, aln, md, rg, fields, buf, off, write, memmove):
         buf[off] = 0
     off += 1
     reverse = row >= 0 and key[r] >= STRAND_BIT
-    q, qoff = oriented_read(codes, read_off[r], n, reverse, scratch)
     if row >= 0:
         off = put_cigar(buf, off, aln, row, n, False, write)
-    off = put_seq_qual(buf, off, q, qoff, quals, read_off[r], n, reverse, write, memmove)
+    off = put_seq_qual(buf, off, codes, read_off[r], quals, n, reverse, write, memmove)
     if row >= 0:
         off = put_alignment_tags(buf, off, r, aln, md, write, memmove)
     m = r ^ 1
@@ -289,7 +283,7 @@ def encode_record(r, reads, aln, md, rg, fields, buf, off, write, memmove):
 def record_bound(r, reads, aln, md, rg, paired):
     """At least the bytes encode_record writes for read r, from lengths alone: a text CIGAR operation
     takes at most 6 (lengths < 10**5)."""
-    _, name_off, _, _, _, read_off = reads
+    _, name_off, _, _, read_off = reads
     row_of, _, _, _, _, _, _, trace = aln
     md_off = md[1]
     n = read_off[r + 1] - read_off[r]
@@ -351,7 +345,7 @@ def dup_fields(reads, aln, fields, keys, paired, first, last):
     batch_bam_records). The tie record is Picard's read 1 end: a single read itself; of a pair, the
     mate whose unclipped 5' end is lower (contig, position), the one written first where they are
     equal. gpualign writes no secondary or supplementary records: every mapped record is primary."""
-    quals, read_off = reads[4], reads[5]
+    quals, read_off = reads[3], reads[4]
     row_of = aln[0]
     n = last - first
     out = np.full((n, D_COLS), -1, dtype=np.int64)
@@ -387,8 +381,7 @@ def kernel_args(batch, res, genome):
     """A batch and its mapping result as the kernels take them: (reads, aln, ref, md, proper, paired)."""
     row_of = np.full(len(batch), -1, dtype=np.int64)
     row_of[res.mapped] = np.arange(len(res.mapped))
-    scratch = np.empty(MAX_READ_LEN, dtype=np.uint8)   # a reverse read's complement, one at a time
-    reads = (batch.names, batch.name_off, batch.codes, scratch, batch.quals, batch.read_off)
+    reads = (batch.names, batch.name_off, batch.codes, batch.quals, batch.read_off)
     aln = (row_of, res.key, res.mapq, res.score, res.sub, np.ascontiguousarray(res.ops),
            np.ascontiguousarray(res.lens), res.trace)
     paired = res.proper is not None
