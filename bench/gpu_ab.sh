@@ -17,15 +17,9 @@ if [ -n "${ENV_C:-}" ]; then
   mv "$OUT/traces.tar.gz" "$OUT/traces_b.tar.gz"
   B_DIR="${C_DIR:-}" ENV_B="$ENV_C" bash bench/gpu_trace.sh && mv "$OUT/traces.tar.gz" "$OUT/traces_c.tar.gz"
 fi
-W=/tmp/gpualign_real
+source bench/device_sets.sh
 for set in ${SETS:-ecoli_se}; do
-  case $set in
-    ecoli_se) args="$W/ecoli/idx/gpualign_k${K_ECOLI:-10}/ref $(ls $W/ecoli/mason_se_n${ECOLI_READS:-10000000}_*.fq.gz)";;
-    chrX_se) args="$W/chrX20/idx/gpualign_k${K_CHRX:-12}/ref $(ls $W/chrX20/mason_se_n${CHRX_READS:-2000000}_*.fq.gz)";;
-    ecoli_pe) args="$W/ecoli/idx/gpualign_k${K_ECOLI:-10}/ref $(ls $W/ecoli/mason_pe_n${ECOLI_PAIRS:-4000000}_*.fq.gz | tr '\n' ' ')";;
-    chrX_pe) args="$W/chrX20/idx/gpualign_k${K_CHRX:-12}/ref $(ls $W/chrX20/mason_pe_n${CHRX_PAIRS:-1000000}_*.fq.gz | tr '\n' ' ')";;
-    *) continue;;
-  esac
+  args=$(inputs $set) || continue
   python3 -m gpualign map $args -o /tmp/ab_a.bam -t "$(nproc)" --backend cuda 2> /tmp/ab_a.log
   (cd "${B_DIR:-.}" && env ${ENV_B:-GPUALIGN_AB=b} python3 -m gpualign map $args -o /tmp/ab_b.bam -t "$(nproc)" \
     --backend cuda) 2> /tmp/ab_b.log

@@ -9,19 +9,8 @@
 set -uo pipefail
 START=$(date +%s)
 export WHL=${WHL:-.whlreal}
-OUT=/tmp/ceiling_real DEADLINE=${DEADLINE:-330} ALIGNERS=gpualign DECODERS='' bash bench/gpu_real.sh > /tmp/gpu_real.txt 2>&1
-echo "reads and indexes ready +$(( $(date +%s) - START )) s"
-source bench/device_env.sh 2> /dev/null || exit 1
-W=/tmp/gpualign_real
-inputs() {
-  case $1 in
-    ecoli_se) echo "$W/ecoli/idx/gpualign_k${K_ECOLI:-10}/ref $(ls $W/ecoli/mason_se_n${ECOLI_READS:-10000000}_*.fq.gz)";;
-    chrX_se) echo "$W/chrX20/idx/gpualign_k${K_CHRX:-12}/ref $(ls $W/chrX20/mason_se_n${CHRX_READS:-2000000}_*.fq.gz)";;
-    ecoli_pe) echo "$W/ecoli/idx/gpualign_k${K_ECOLI:-10}/ref $(ls $W/ecoli/mason_pe_n${ECOLI_PAIRS:-4000000}_*.fq.gz | tr '\n' ' ')";;
-    chrX_pe) echo "$W/chrX20/idx/gpualign_k${K_CHRX:-12}/ref $(ls $W/chrX20/mason_pe_n${CHRX_PAIRS:-1000000}_*.fq.gz | tr '\n' ' ')";;
-    *) return 1;;
-  esac
-}
+source bench/device_sets.sh
+make_sets /tmp/ceiling_real || exit 1
 timed() {   # label, map arguments...: wall and CPU of one `gpualign map`
   local label=$1; shift
   rm -f /tmp/ceiling_out.bam /tmp/ceiling_out.bam.bai

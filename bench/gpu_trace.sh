@@ -16,25 +16,9 @@
 set -uo pipefail
 START=$(date +%s)
 export WHL=${WHL:-.whlreal}
-# its own results folder: a benchmark's JSONs in $OUT, from a gpu_real.sh run earlier in the same call, are kept
-OUT=/tmp/trace_real DEADLINE=${DEADLINE:-330} ALIGNERS=gpualign DECODERS='' bash bench/gpu_real.sh > /tmp/gpu_real.txt 2>&1
-echo "reads and indexes ready +$(( $(date +%s) - START )) s"
-source bench/device_env.sh 2> /dev/null || exit 1
+source bench/device_sets.sh
+make_sets /tmp/trace_real || exit 1   # its own results folder: JSONs in $OUT from an earlier gpu_real.sh run are kept
 D=/tmp/traces; rm -rf $D; mkdir -p $D; cp /tmp/gpu_real.txt $D/
-W=/tmp/gpualign_real
-inputs() {   # the map arguments of a set: index prefix and FASTQ file(s), as gpu_real.sh named them
-  local g n k reads
-  case $1 in
-    ecoli_se) g=ecoli; n=${ECOLI_READS:-10000000}; k=${K_ECOLI:-10}; reads="mason_se_n${n}_";;
-    chrX_se) g=chrX20; n=${CHRX_READS:-2000000}; k=${K_CHRX:-12}; reads="mason_se_n${n}_";;
-    saureus_se) g=saureus; n=${SAUREUS_READS:-5000000}; k=${K_SAUREUS:-10}; reads="mason_se_n${n}_";;
-    ecoli_pe) g=ecoli; n=${ECOLI_PAIRS:-4000000}; k=${K_ECOLI:-10}; reads="mason_pe_n${n}_";;
-    chrX_pe) g=chrX20; n=${CHRX_PAIRS:-1000000}; k=${K_CHRX:-12}; reads="mason_pe_n${n}_";;
-    saureus_pe) g=saureus; n=${SAUREUS_PAIRS:-2000000}; k=${K_SAUREUS:-10}; reads="mason_pe_n${n}_";;
-    *) return 1;;
-  esac
-  echo "$W/$g/idx/gpualign_k$k/ref $(ls $W/$g/${reads}*.fq.gz 2> /dev/null | tr '\n' ' ')"
-}
 if [ -n "${B_DIR:-}" ] && [ -z "${ENV_B:-}" ]; then ENV_B="GPUALIGN_AB=b"; fi   # a package copy alone is a B too
 B_DIR=$(cd "${B_DIR:-.}" && pwd)
 # the copy's byte code, as device_env.sh makes the checkout's: the machine sets PYTHONDONTWRITEBYTECODE, so a copy
