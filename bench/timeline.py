@@ -24,7 +24,8 @@ def load(path):
         if line.startswith("# thread_cpu"):
             threads.append((fields[1], float(fields[2])))
         elif line.startswith("# process_cpu"):   # user + system of every thread, ended ones too
-            threads.append(("(threads that had ended)", float(fields[1]) + float(fields[2]) - sum(s for _, s in threads)))
+            everything = float(fields[1]) + float(fields[2])
+            threads.append(("(threads that had ended)", everything - sum(s for _, s in threads)))
         elif not line.startswith("#") and fields[:2] != ["thread", "step"]:
             cpu = float(fields[4]) if len(fields) > 4 and fields[4] else None
             steps.append((fields[0], fields[1], float(fields[2]), float(fields[3]), cpu))
@@ -57,7 +58,8 @@ def main():
     for t, s, a, b, cpu in ev:
         by_step[s].append((a, b))
         cpu_of[s] += cpu or 0.0
-    print("| step | count | summed s | CPU s | covered s | % of wall | mean threads in it |\n|---|---|---|---|---|---|---|")
+    print("| step | count | summed s | CPU s | covered s | % of wall | mean threads in it |")
+    print("|---|---|---|---|---|---|---|")
     for step, iv in sorted(by_step.items(), key=lambda kv: -coverage(kv[1])):
         summed, cov = sum(b - a for a, b in iv), coverage(iv)
         print(f"| {step} | {len(iv)} | {summed:.2f} | {cpu_of[step]:.2f} | {cov:.2f} | {100 * cov / wall:.0f} | "
@@ -75,7 +77,7 @@ def main():
         print(f"\nCPU of the process: {sum(s for _, s in threads):.2f} s\n")
         print("| thread group | threads | CPU s |\n|---|---|---|")
         for name, secs in sorted(groups.items(), key=lambda kv: -sum(kv[1])):
-            print(f"| {name} | {len(secs)} | {sum(secs):.2f} |")
+            print(f"| {name} | {'' if name.startswith('(') else len(secs)} | {sum(secs):.2f} |")
     edges = np.linspace(0, wall, args.slices + 1)
     print("\n| slice (s) | busiest steps (thread-seconds in the slice) |\n|---|---|")
     for lo, hi in zip(edges[:-1], edges[1:]):

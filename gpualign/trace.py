@@ -2,7 +2,8 @@
 its thread spent in it, written as TSV when the environment variable GPUALIGN_TRACE names a file
 (bench/timeline.py reads it and says what the wall clock waited on and where the CPU went); below the
 steps, the CPU seconds of every thread of the process still running, named or not (numba's parallel
-workers, a decoder's own threads), and the process's user and system seconds. Off, a step costs one dictionary lookup."""
+workers, a decoder's own threads), and the process's user and system seconds. Off, a step costs one
+dictionary lookup."""
 
 import contextlib
 import os
