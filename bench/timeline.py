@@ -4,8 +4,7 @@ names a file: per step, its summed time, the CPU seconds its threads spent in it
 during which at least one thread was in it (its coverage) and how many threads at once on average;
 per thread, how busy it was; the CPU seconds of the process's threads still running at its end (the
 unnamed ones: numba's parallel workers, decoders' and drivers' own threads) and of those that had
-ended; and the wall split into tenths with
-the busiest steps of each, to see which stage runs alone.
+ended; and the wall split into tenths with the busiest steps of each, to see which stage runs alone.
 
     GPUALIGN_TRACE=t.tsv gpualign map IDX R.fq.gz -o out.bam -t 16 ; python bench/timeline.py t.tsv
 """

@@ -25,7 +25,7 @@ separate calls, passing tuples and arrays, they made encoding about 7% slower.
 import numpy as np
 from numba import njit
 
-from ..encode import CIGAR_CHARS, OP_D, OP_M, OP_S, STRAND_BIT, contig_of
+from ..encode import CIGAR_CHARS, COMPLEMENT, OP_D, OP_M, OP_S, STRAND_BIT, contig_of
 from ..extend import TR_END_ROW, TR_NOPS, TR_READ_START, TR_REF_START
 from ..jitcache import use_versioned_cache
 from ..md import put_decimal
@@ -39,7 +39,7 @@ from .optical import name_locations
 use_versioned_cache()  # before any @njit below: numba picks the cache folder at decoration
 
 SEQ_NIBBLE = np.array([1, 2, 4, 8, 15], dtype=np.uint8)   # A C G T N in BAM's 4-bit code
-RC_NIBBLE = SEQ_NIBBLE[[3, 2, 1, 0, 4]]                    # ... of each code's complement
+RC_NIBBLE = SEQ_NIBBLE[COMPLEMENT]                         # ... of each code's complement
 RECORDS_PER_TASK = 1 << 14   # records one encoding task writes: a batch's are spread over threads
 
 # columns of record_fields
