@@ -9,10 +9,12 @@ set -uo pipefail
 export WHL=${WHL:-.whlreal}
 source bench/device_env.sh 2> /dev/null || exit 1
 cp bench/exit_probe/sitecustomize.py /tmp/site/sitecustomize.py
+echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled) defrag: $(cat /sys/kernel/mm/transparent_hugepage/defrag)"
+lscpu | grep -E "^(Model name|Thread|Core|Socket|CPU\(s\)|NUMA node\(s\))"
 python3 -X importtime -c "import sys; sys.modules.setdefault('scipy', None); sys.modules.setdefault('scipy.linalg', None); \
 import gpualign.cli, numba; from gpualign.mapper import map_reads; from gpualign.backends import cuda" 2> $OUT/importtime.txt
 SETS=${SETS:-"chrX_se chrX_pe"} CHRX_READS=${CHRX_READS:-2000000} CHRX_PAIRS=${CHRX_PAIRS:-1000000} K_CHRX=12 \
-  ENV_B="PROBE_RESET=1" RUNS=${RUNS:-3} bash bench/gpu_trace.sh
+  ENV_B="${ENV_B:-PROBE_RESET=1}" RUNS=${RUNS:-3} bash bench/gpu_trace.sh
 rm -f /tmp/site/sitecustomize.py
 mkdir -p /tmp/probe && tar -xzf $OUT/traces.tar.gz -C /tmp/probe
 python3 - <<'PY'
@@ -25,8 +27,10 @@ for line in open(f"{d}/walls.txt"):
     m = re.search(r"\[probe\] site_at=([\d.]+) exit_at=([\d.]+) (\{.*?\})(.*)", log)
     rows = open(f"{d}/trace_{tag}.tsv").read().splitlines()
     t0 = float(re.search(r"t0_epoch=([\d.]+)", rows[0]).group(1))
-    last = max(float(r.split("\t")[3]) for r in rows[2:])
+    last = max(float(r.split("\t")[3]) for r in rows[2:] if not r.startswith("#"))
     site, ex = float(m.group(1)), float(m.group(2))
     print(f"{tag:10s} wall {e - s:.2f} interpreter {site - s:.3f} site->first step {t0 - site:.3f} steps {last:.3f} "
           f"os._exit->end {e - ex:.3f} {m.group(3)}{m.group(4)}")
+    maps = re.search(r"\[probe-maps\].*", log)
+    print("   ", maps.group(0) if maps else "")
 PY

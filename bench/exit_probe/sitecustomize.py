@@ -1,5 +1,6 @@
 # probe: when the interpreter reached site, when os._exit was called, what the process held then;
-# PROBE_RESET=1: reset the CUDA primary context first (frees device memory and pinned host buffers)
+# PROBE_RESET=1: reset the CUDA primary context first (frees device memory and pinned host buffers); the resident
+# memory by kind of mapping (heap, anonymous, huge pages, files, device) goes to stderr as [probe-maps]
 import os, sys, time
 _site_at = time.time()
 _real_exit = os._exit
@@ -23,8 +24,43 @@ def _status():
     return out
 
 
+def _maps():
+    """Resident MB (and in huge pages) by kind of mapping, and the ten largest anonymous mappings' resident MB."""
+    kinds, anon, cur = {}, [], None
+    try:
+        for line in open("/proc/self/smaps"):
+            parts = line.split()
+            if not parts[0].endswith(":"):
+                name = parts[5] if len(parts) > 5 else "[anon]"
+                if name.startswith("/dev/"):
+                    kind = "device:" + os.path.basename(name)
+                elif name.startswith("/"):
+                    kind = "lib" if ".so" in name else "file"
+                else:
+                    kind = name
+                cur = kinds.setdefault(kind, [0, 0, 0])
+                cur[0] += 1
+                last = [kind, 0]
+            elif parts[0] == "Rss:":
+                cur[1] += int(parts[1])
+                if last[0] == "[anon]":
+                    anon.append(int(parts[1]))
+            elif parts[0] == "AnonHugePages:":
+                cur[2] += int(parts[1])
+    except OSError:
+        return ""
+    table = " ".join(f"{k}={v[1] >> 10}MB/{v[0]}maps/{v[2] >> 10}MBhuge" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1][1]))
+    return f"[probe-maps] {table} largest_anon_MB={[a >> 10 for a in sorted(anon)[::-1][:10]]}"
+
+
 def _exit(status):
     t = time.time()
+    maps = _maps()
+    if os.environ.get("PROBE_TRIM"):   # what malloc_trim takes here, and what it leaves the exit
+        import ctypes
+        t2 = time.time()
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        maps += f" trim_s={time.time() - t2:.4f} after_trim: {_maps()}"
     msg = f"[probe] site_at={_site_at:.4f} exit_at={t:.4f} {_status()}"
     if os.environ.get("PROBE_RESET"):
         try:
@@ -38,7 +74,7 @@ def _exit(status):
             msg += f" reset_failed={exc!r}"
         msg += f" after_reset={time.time():.4f}"
     try:
-        sys.stderr.write(msg + "\n")
+        sys.stderr.write(msg + "\n" + maps + "\n")
         sys.stderr.flush()
     except Exception:
         pass
