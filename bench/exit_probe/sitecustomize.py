@@ -1,6 +1,7 @@
 # probe: when the interpreter reached site, when os._exit was called, what the process held then;
 # PROBE_RESET=1: reset the CUDA primary context first (frees device memory and pinned host buffers); the resident
-# memory by kind of mapping (heap, anonymous, huge pages, files, device) goes to stderr as [probe-maps]
+# memory by kind of mapping (heap, anonymous, huge pages, files, device) goes to stderr as [probe-maps];
+# PROBE_TRIM=1: malloc_trim(0) at the exit, timed, and the memory it leaves
 import os, sys, time
 _site_at = time.time()
 _real_exit = os._exit
@@ -26,7 +27,7 @@ def _status():
 
 def _maps():
     """Resident MB (and in huge pages) by kind of mapping, and the ten largest anonymous mappings' resident MB."""
-    kinds, anon, cur = {}, [], None
+    kinds, anon, cur, kind = {}, [], None, None
     try:
         for line in open("/proc/self/smaps"):
             parts = line.split()
@@ -40,16 +41,16 @@ def _maps():
                     kind = name
                 cur = kinds.setdefault(kind, [0, 0, 0])
                 cur[0] += 1
-                last = [kind, 0]
             elif parts[0] == "Rss:":
                 cur[1] += int(parts[1])
-                if last[0] == "[anon]":
+                if kind == "[anon]":
                     anon.append(int(parts[1]))
             elif parts[0] == "AnonHugePages:":
                 cur[2] += int(parts[1])
     except OSError:
         return ""
-    table = " ".join(f"{k}={v[1] >> 10}MB/{v[0]}maps/{v[2] >> 10}MBhuge" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1][1]))
+    table = " ".join(f"{k}={v[1] >> 10}MB/{v[0]}maps/{v[2] >> 10}MBhuge"
+                     for k, v in sorted(kinds.items(), key=lambda kv: -kv[1][1]))
     return f"[probe-maps] {table} largest_anon_MB={[a >> 10 for a in sorted(anon)[::-1][:10]]}"
 
 
