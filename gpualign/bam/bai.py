@@ -95,31 +95,40 @@ def build_bai(n_ref: int, tid, pos, end, bins, flag, vstart, vend) -> bytes:
 
 @njit(cache=True, nogil=True)
 def bin_chunks(bins, vstart, vend):
-    """Each bin's chunks, bins ascending: the records of a bin in coordinate order (a stable counting
-    sort by bin), a new chunk where the next record does not start where the last one ended.
-    Returns (bin, begin, end) of every chunk."""
+    """Each bin's chunks, bins ascending, each bin's in record (coordinate) order: a new chunk where a
+    bin's next record does not start where its last one ended. Returns (bin, begin, end) of every
+    chunk. Two passes in record order, counting each bin's chunks and then filling them in, read the
+    records in order; gathering them in bin order first (a counting sort) read them at random: 0.28 s
+    of a .bai's 0.38 s for 10 M records on the 2-core machine, against 0.02 s."""
     n = bins.shape[0]
-    first = np.zeros(PSEUDO_BIN + 2, dtype=np.int64)
+    nb = PSEUDO_BIN + 1
+    first = np.zeros(nb + 1, dtype=np.int64)   # counts, then each bin's first chunk
+    last_end = np.zeros(nb, dtype=np.uint64)
+    seen = np.zeros(nb, dtype=np.bool_)
     for r in range(n):
-        first[bins[r] + 1] += 1
-    for b in range(PSEUDO_BIN + 1):
+        b = bins[r]
+        if not seen[b] or vstart[r] != last_end[b]:
+            first[b + 1] += 1
+            seen[b] = True
+        last_end[b] = vend[r]
+    for b in range(nb):
         first[b + 1] += first[b]
-    order = np.empty(n, dtype=np.int64)
+    m = first[nb]
+    chunk_bin = np.empty(m, dtype=np.int64)
+    chunk_beg = np.empty(m, dtype=np.uint64)
+    chunk_end = np.empty(m, dtype=np.uint64)
+    open_chunk = np.full(nb, -1, dtype=np.int64)   # each bin's chunk being extended
     for r in range(n):
-        order[first[bins[r]]] = r
-        first[bins[r]] += 1
-    chunk_bin = np.empty(n, dtype=np.int64)
-    chunk_beg = np.empty(n, dtype=np.uint64)
-    chunk_end = np.empty(n, dtype=np.uint64)
-    m = 0
-    for x in range(n):
-        r = order[x]
-        if x == 0 or bins[r] != chunk_bin[m - 1] or vstart[r] != chunk_end[m - 1]:
-            chunk_bin[m] = bins[r]
-            chunk_beg[m] = vstart[r]
-            m += 1
-        chunk_end[m - 1] = vend[r]
-    return chunk_bin[:m], chunk_beg[:m], chunk_end[:m]
+        b = bins[r]
+        c = open_chunk[b]
+        if c < 0 or vstart[r] != chunk_end[c]:
+            c = first[b]
+            first[b] += 1
+            open_chunk[b] = c
+            chunk_bin[c] = b
+            chunk_beg[c] = vstart[r]
+        chunk_end[c] = vend[r]
+    return chunk_bin, chunk_beg, chunk_end
 
 
 def reference_index(pos, end, bins, flag, vstart, vend) -> bytes:
