@@ -322,7 +322,8 @@ def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, 
     concatenated rows (run j is rows run_off[j]..run_off[j+1]-1, in key order); dup_row: each row's
     duplicate flag, set or cleared in its record (None: records as they are). Returns the records'
     index entries (index_entries' rows, the virtual offsets moved to where each part landed; none
-    unless index), filled in by the main thread as the parts come, while the others compress."""
+    unless index), each part's written by its worker, its offsets moved by the main thread as the
+    parts come in order."""
 
     def part(first):
         if first is None:
@@ -335,22 +336,21 @@ def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, 
             with trace.span("flag duplicates"):
                 flag_duplicates(records, sizes[rows], dup_row[rows])
         blocks, csizes, usizes = sized_bgzf_blocks(records, level)
-        if not index:
-            return blocks, None
-        with trace.span("index sorted records"):
-            return blocks, index_entries(records, csizes, usizes)
+        if index:
+            with trace.span("index sorted records"):
+                entries[:, first:first + len(rows)] = index_entries(records, csizes, usizes)
+        return blocks, first
 
+    # each part's index entries go straight to their columns, from its worker: copied by the thread
+    # that writes the parts in order, 7 words a record took that thread as long as the writing
     entries = np.empty((7, len(keys) if index else 0), dtype=np.int64)
-    done = at = 0
+    at = 0
     tasks = itertools.chain([None], range(0, len(keys), PART_RECORDS))   # None: the header
     with open_binary(path) as fh, ThreadPoolExecutor(max_workers=threads) as pool:
-        for blocks, part_entries in ordered_map(pool, part, tasks, 2 * threads):
+        for blocks, first in ordered_map(pool, part, tasks, 2 * threads):
             fh.write(blocks)
-            if part_entries is not None:
-                m = part_entries.shape[1]
-                entries[:, done:done + m] = part_entries
-                entries[5:, done:done + m] += at << 16
-                done += m
+            if index and first is not None:
+                entries[5:, first:min(len(keys), first + PART_RECORDS)] += at << 16
             at += len(blocks)
         fh.write(BGZF_EOF)
     return entries
