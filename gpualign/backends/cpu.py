@@ -20,6 +20,21 @@ NAME = "cpu"
 RESEED_CHUNK = 8192   # reads re-seeded per candidate_stage call (seed.reseed_incomplete)
 
 
+# Items a task of a prange loop takes in turn, with one set of scratch arrays: allocated for each item,
+# they cost more than the ungapped test that decides most pairs and placements without them.
+TASK_ITEMS = 64
+
+
+@njit(cache=True, inline='always')
+def _task_range(task, m):
+    return task * TASK_ITEMS, min(m, (task + 1) * TASK_ITEMS)
+
+
+@njit(cache=True, inline='always')
+def _tasks(m):
+    return (m + TASK_ITEMS - 1) // TASK_ITEMS
+
+
 def prepare_reads(reads):
     """The batch with the arrays the stages look up (reads.DERIVED), made on the host."""
     return derived(reads)
@@ -50,12 +65,15 @@ def exact_stage(reads, genome, index, p):
 @njit(parallel=True, cache=True)
 def _candidates(sel, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hmax, mcand,
                 ncand, cand_keys, cand_votes, dropped):
-    for x in prange(sel.shape[0]):
-        r = sel[x]
+    m = sel.shape[0]
+    for task in prange(_tasks(m)):
         hits = np.empty(scratch_words(hmax), dtype=np.int64)   # hits, merge and seed scratch
-        ncand[x] = find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
-                                   idx_off, idx_pos, max_occ, t, hits, 0, hmax,
-                                   cand_keys, cand_votes, x * mcand, mcand, dropped, x)
+        first, last = _task_range(task, m)
+        for x in range(first, last):
+            r = sel[x]
+            ncand[x] = find_candidates(codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], k,
+                                       idx_off, idx_pos, max_occ, t, hits, 0, hmax,
+                                       cand_keys, cand_votes, x * mcand, mcand, dropped, x)
 
 
 def candidate_stage(reads, sel, index, p):
@@ -81,14 +99,21 @@ def _band_scratch(W):
 @njit(parallel=True, cache=True)
 def _extend(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize, t,
             match, mismatch, gap_open, gap_ext, clip_penalty, out):
-    for x in prange(pair_read.shape[0]):
-        r = pair_read[x]
+    m = pair_read.shape[0]
+    for task in prange(_tasks(m)):
         H, F, HS, FS, GB = _band_scratch(2 * t + 1)
         rows = np.empty((2, 2 * t + 2), dtype=np.int32)   # the local rows of banded_scores
-        extend_pair_cpu(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed,
-                        g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
-                        H, F, rows[0], rows[1], HS, FS, GB, np.empty(1, dtype=np.uint8), np.zeros(7, dtype=np.int64),
-                        np.zeros(4, dtype=np.int64), out)
+        tb = np.empty(1, dtype=np.uint8)
+        res = np.zeros(7, dtype=np.int64)
+        win = np.zeros(4, dtype=np.int64)
+        first, last = _task_range(task, m)
+        for x in range(first, last):
+            r = pair_read[x]
+            res[:] = 0
+            win[:] = 0
+            extend_pair_cpu(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed,
+                            g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
+                            H, F, rows[0], rows[1], HS, FS, GB, tb, res, win, out)
 
 
 def extend_stage(reads, genome, pair_read, pair_key, p):
@@ -104,14 +129,23 @@ def extend_stage(reads, genome, pair_read, pair_key, p):
 @njit(parallel=True, cache=True)
 def _trace(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_nmask, c_off, c_end, gsize,
            t, match, mismatch, gap_open, gap_ext, maxops, ops, lens, out):
-    for x in prange(sel_read.shape[0]):
-        r = sel_read[x]
-        n = read_off[r + 1] - read_off[r]
+    m = sel_read.shape[0]
+    maxlen = 1
+    for x in range(m):
+        maxlen = max(maxlen, read_off[sel_read[x] + 1] - read_off[sel_read[x]])
+    for task in prange(_tasks(m)):
         H, F, HS, FS, GB = _band_scratch(2 * t + 1)
-        trace_pair(x, sel_key[x], sel_local[x], codes, rc_codes, read_off[r], n, g_packed, g_nmask, c_off,
-                   c_end, gsize, t, match, mismatch, gap_open, gap_ext, H, F, HS, FS, GB,
-                   np.empty(n * (2 * t + 1), dtype=np.uint8), 0, np.zeros(4, dtype=np.int64),
-                   np.zeros(4, dtype=np.int64), ops, lens, x * maxops, 1, out)
+        tb = np.empty(maxlen * (2 * t + 1), dtype=np.uint8)
+        res = np.zeros(4, dtype=np.int64)
+        win = np.zeros(4, dtype=np.int64)
+        first, last = _task_range(task, m)
+        for x in range(first, last):
+            r = sel_read[x]
+            res[:] = 0
+            win[:] = 0
+            trace_pair(x, sel_key[x], sel_local[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r],
+                       g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, H, F, HS, FS,
+                       GB, tb, 0, res, win, ops, lens, x * maxops, 1, out)
 
 
 def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
