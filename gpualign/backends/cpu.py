@@ -35,6 +35,19 @@ def _tasks(m):
     return (m + TASK_ITEMS - 1) // TASK_ITEMS
 
 
+@njit(cache=True, inline='always')
+def _task_scratch(t, res_words):
+    """A task's band rows (_band_scratch) and the result and window words each item starts from zero."""
+    H, F, HS, FS, GB = _band_scratch(2 * t + 1)
+    return H, F, HS, FS, GB, np.zeros(res_words, dtype=np.int64), np.zeros(4, dtype=np.int64)
+
+
+@njit(cache=True, inline='always')
+def _cleared(res, win):
+    res[:] = 0
+    win[:] = 0
+
+
 def prepare_reads(reads):
     """The batch with the arrays the stages look up (reads.DERIVED), made on the host."""
     return derived(reads)
@@ -101,16 +114,13 @@ def _extend(pair_read, pair_key, codes, rc_codes, read_off, g_packed, g_nmask, c
             match, mismatch, gap_open, gap_ext, clip_penalty, out):
     m = pair_read.shape[0]
     for task in prange(_tasks(m)):
-        H, F, HS, FS, GB = _band_scratch(2 * t + 1)
+        H, F, HS, FS, GB, res, win = _task_scratch(t, 7)
         rows = np.empty((2, 2 * t + 2), dtype=np.int32)   # the local rows of banded_scores
         tb = np.empty(1, dtype=np.uint8)
-        res = np.zeros(7, dtype=np.int64)
-        win = np.zeros(4, dtype=np.int64)
         first, last = _task_range(task, m)
         for x in range(first, last):
             r = pair_read[x]
-            res[:] = 0
-            win[:] = 0
+            _cleared(res, win)
             extend_pair_cpu(x, pair_key[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r], g_packed,
                             g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, clip_penalty,
                             H, F, rows[0], rows[1], HS, FS, GB, tb, res, win, out)
@@ -134,15 +144,12 @@ def _trace(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_
     for x in range(m):
         maxlen = max(maxlen, read_off[sel_read[x] + 1] - read_off[sel_read[x]])
     for task in prange(_tasks(m)):
-        H, F, HS, FS, GB = _band_scratch(2 * t + 1)
-        tb = np.empty(maxlen * (2 * t + 1), dtype=np.uint8)
-        res = np.zeros(4, dtype=np.int64)
-        win = np.zeros(4, dtype=np.int64)
+        H, F, HS, FS, GB, res, win = _task_scratch(t, 4)
+        tb = np.empty(maxlen * (2 * t + 1), dtype=np.uint8)   # traceback bytes of the task's longest read
         first, last = _task_range(task, m)
         for x in range(first, last):
             r = sel_read[x]
-            res[:] = 0
-            win[:] = 0
+            _cleared(res, win)
             trace_pair(x, sel_key[x], sel_local[x], codes, rc_codes, read_off[r], read_off[r + 1] - read_off[r],
                        g_packed, g_nmask, c_off, c_end, gsize, t, match, mismatch, gap_open, gap_ext, H, F, HS, FS,
                        GB, tb, 0, res, win, ops, lens, x * maxops, 1, out)
