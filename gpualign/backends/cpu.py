@@ -145,7 +145,7 @@ def _trace(sel_read, sel_key, sel_local, codes, rc_codes, read_off, g_packed, g_
         maxlen = max(maxlen, read_off[sel_read[x] + 1] - read_off[sel_read[x]])
     for task in prange(_tasks(m)):
         H, F, HS, FS, GB, res, win = _task_scratch(t, 4)
-        tb = np.empty(maxlen * (2 * t + 1), dtype=np.uint8)   # traceback bytes of the task's longest read
+        tb = np.empty(maxlen * (2 * t + 1), dtype=np.uint8)   # traceback bytes for the longest read listed
         first, last = _task_range(task, m)
         for x in range(first, last):
             r = sel_read[x]
