@@ -328,8 +328,9 @@ def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, 
     def part(first):
         if first is None:
             return sized_bgzf_blocks(header_bytes(header), level)[0], None
+        last = min(len(keys), first + PART_RECORDS)
         with trace.span("merge sorted runs"):
-            rows = part_rows(keys, run_off, first, min(len(keys), first + PART_RECORDS))
+            rows = part_rows(keys, run_off, first, last)
         with trace.span("gather sorted records"):
             records = gather(src, starts, sizes, rows, MEMMOVE)
         if dup_row is not None:
@@ -338,8 +339,8 @@ def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, 
         blocks, csizes, usizes = sized_bgzf_blocks(records, level)
         if index:
             with trace.span("index sorted records"):
-                entries[:, first:first + len(rows)] = index_entries(records, csizes, usizes)
-        return blocks, first
+                entries[:, first:last] = index_entries(records, csizes, usizes)
+        return blocks, slice(first, last)
 
     # each part's index entries go straight to their columns, from its worker: copied by the thread
     # that writes the parts in order, 7 words a record took that thread as long as the writing
@@ -347,10 +348,10 @@ def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, 
     at = 0
     tasks = itertools.chain([None], range(0, len(keys), PART_RECORDS))   # None: the header
     with open_binary(path) as fh, ThreadPoolExecutor(max_workers=threads) as pool:
-        for blocks, first in ordered_map(pool, part, tasks, 2 * threads):
+        for blocks, columns in ordered_map(pool, part, tasks, 2 * threads):
             fh.write(blocks)
-            if index and first is not None:
-                entries[5:, first:min(len(keys), first + PART_RECORDS)] += at << 16
+            if index and columns is not None:
+                entries[5:, columns] += at << 16
             at += len(blocks)
         fh.write(BGZF_EOF)
     return entries
