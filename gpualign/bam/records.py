@@ -176,17 +176,12 @@ def put_seq_qual(buf, off, codes, qoff, quals, n, reverse, write, memmove):
     """SEQ (two bases a byte) and QUAL of a read (codes and qualities from qoff) in reference
     orientation: a reverse read's reverse complement is packed straight from its codes (the reader
     keeps none; written apart first, it took a third of encoding a reverse record)."""
-    if write and not reverse:
+    if write:
+        nibble, at, step = (RC_NIBBLE, qoff + n - 1, -1) if reverse else (SEQ_NIBBLE, qoff, 1)
         for i in range(n // 2):
-            buf[off + i] = (SEQ_NIBBLE[codes[qoff + 2 * i]] << 4) | SEQ_NIBBLE[codes[qoff + 2 * i + 1]]
+            buf[off + i] = (nibble[codes[at + 2 * i * step]] << 4) | nibble[codes[at + (2 * i + 1) * step]]
         if n & 1:
-            buf[off + n // 2] = SEQ_NIBBLE[codes[qoff + n - 1]] << 4
-    elif write:
-        last = qoff + n - 1
-        for i in range(n // 2):
-            buf[off + i] = (RC_NIBBLE[codes[last - 2 * i]] << 4) | RC_NIBBLE[codes[last - 2 * i - 1]]
-        if n & 1:
-            buf[off + n // 2] = RC_NIBBLE[codes[qoff]] << 4
+            buf[off + n // 2] = nibble[codes[at + (n - 1) * step]] << 4
     off += (n + 1) // 2
     if write:
         if reverse:
