@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Where a run's start and exit go, on the lent GPU machine: bench/exit_probe/sitecustomize.py goes into the wheels'
 # folder, so every python3 there logs when the interpreter reached site, when os._exit was called and what the
-# process held then (VmRSS, smaps_rollup); the B runs (PROBE_RESET=1) reset the CUDA context before exiting. The
-# chrX sets are traced as bench/gpu_trace.sh does; the table: wall, interpreter start, site to the first step, the
-# steps, os._exit to the end.
+# process held then (VmRSS, smaps_rollup, and resident memory by kind of mapping); the B runs reset the CUDA context
+# before exiting (PROBE_RESET=1), or run under another setting given as ENV_B (PROBE_TRIM=1: malloc_trim at the exit,
+# timed). The chrX sets are traced as bench/gpu_trace.sh does; the table: wall, interpreter start, site to the first
+# step, the steps, os._exit to the end. It also prints the host's transparent huge pages mode and CPU topology.
 #   run(command="bash bench/gpu_exit_probe.sh", carry=[".whlreal", ".peer", ".sim", ".data"])
 set -uo pipefail
 export WHL=${WHL:-.whlreal}
