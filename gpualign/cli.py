@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 
-from . import __version__
+from . import __version__, detach
 from .errors import InputError, one_line
 from .options import (AUTO_K, HELP, INDEX_HELP, MAX_K, MIN_K, OPTICAL_DISTANCE, OPTICAL_HELP, TUNING, IndexParams,
                       MapParams, Tuning)
@@ -304,14 +304,15 @@ def main(argv=None, tuning: Tuning = TUNING) -> int:
 def entry_point():
     """The `gpualign` command: main(), then out at once. Every output is closed and in place when
     main returns, so the interpreter's teardown (the CUDA context, threads, gigabytes of arrays:
-    0.7 s after a 4 M-read run on the GPU host) has nothing left to do for the user."""
+    0.7 s after a 4 M-read run on the GPU host) has nothing left to do for the user; and main runs
+    in a child process (detach.py), so neither has the kernel's freeing of its memory."""
     # numba imports scipy.linalg at its first compilation or cache load only to learn whether
     # np.dot and np.linalg can be compiled (0.36 s of every run on the GPU host), and scipy itself at
     # its import only to check scipy's version (0.036 s there); no kernel here uses them, so the
     # command, which imports nothing else of scipy, tells it there is none.
     sys.modules.setdefault("scipy", None)
     sys.modules.setdefault("scipy.linalg", None)
-    status = main()
+    status = detach.run(main)   # returns only where it did not detach (detach.py)
     try:
         sys.stdout.flush()
         sys.stderr.flush()
