@@ -52,6 +52,7 @@ def _in_child(main, parent: int, status_w: int):
     _die_with(parent)
     try:
         status = main()
+        status = status if isinstance(status, int) else int(status is not None)
     except SystemExit as exc:   # argparse's usage errors and --help
         status = _exit_code(exc)
     except KeyboardInterrupt:

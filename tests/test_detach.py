@@ -28,12 +28,17 @@ def program(body: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
+def environment(**env) -> dict:
+    """This test's environment, detaching (whatever the caller's), with the checkout importable."""
+    out = {k: v for k, v in os.environ.items() if k != "GPUALIGN_NO_DETACH"}
+    out.update(PYTHONPATH=str(ROOT), **env)
+    return out
+
+
 def run(body: str, **env) -> subprocess.CompletedProcess:
     """The program run to its end; its CompletedProcess has the command's pid too."""
-    environment = {k: v for k, v in os.environ.items() if k != "GPUALIGN_NO_DETACH"}
-    environment.update(PYTHONPATH=str(ROOT), **env)
     with subprocess.Popen(program(body), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=environment) as proc:
+                          env=environment(**env)) as proc:
         out, err = proc.communicate(timeout=60)
     done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     done.pid = proc.pid
@@ -93,9 +98,8 @@ def alive(pid: int) -> bool:
 
 def test_sigterm_to_the_command_reaches_the_child(tmp_path):
     marker = tmp_path / "child"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with subprocess.Popen(program(f"open({str(marker)!r}, 'w').write(str(os.getpid()) + '\\n'); time.sleep(60)"),
-                          env=env) as proc:
+                          env=environment()) as proc:
         child = int(wait_for(marker))
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 128 + signal.SIGTERM
@@ -107,9 +111,8 @@ def test_sigterm_to_the_command_reaches_the_child(tmp_path):
 
 def test_the_child_dies_with_a_killed_command(tmp_path):
     marker = tmp_path / "child"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with subprocess.Popen(program(f"open({str(marker)!r}, 'w').write(str(os.getpid()) + '\\n'); time.sleep(60)"),
-                          env=env) as proc:
+                          env=environment()) as proc:
         child = int(wait_for(marker))
         proc.kill()
         proc.wait(timeout=30)
