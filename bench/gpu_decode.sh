@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The decoding floor on the lent GPU machine: each read file of the sets in SETS (gpu_real.sh's reads) decoded alone,
+# to /dev/null, by isal on one thread and by rapidgzip's command line at each thread count in THREADS_LIST
+# [8 16 24 32] and chunk size in CHUNKS_KIB [1024 4096] (rapidgzip's default: 4096), each REPEAT [2] times; wall, user
+# and system seconds. A run that is bound by decoding (the 10 M E. coli reads) can end no sooner than the best of
+# these after its start.
+#
+#   run(command="SETS=ecoli_se ECOLI_READS=10000000 K_ECOLI=12 bash bench/gpu_decode.sh", carry=[".whlreal", ".peer",
+#       ".sim", ".data"])
+#
+# Set sizes as gpu_real.sh takes them (its header). $OUT/decode.tsv: file, decoder, threads, chunk KiB, wall, user,
+# system seconds.
+set -uo pipefail
+export WHL=${WHL:-.whlreal}
+source bench/device_sets.sh
+make_sets /tmp/decode_real || exit 1
+TSV=$OUT/decode.tsv
+printf 'file\tdecoder\tthreads\tchunk_kib\twall_s\tuser_s\tsys_s\n' > "$TSV"
+for set in ${SETS:-ecoli_se}; do
+  args=$(inputs "$set") || { echo "unknown set $set"; continue; }
+  for f in ${args#* }; do
+    name=$(basename "$f")
+    for rep in $(seq "${REPEAT:-2}"); do
+      TIMEFORMAT="$name	isal	1	-	%R	%U	%S"
+      { time python3 -m isal.igzip -d -c "$f" > /dev/null 2>&1; } 2>> "$TSV"
+      for p in ${THREADS_LIST:-8 16 24 32}; do
+        for c in ${CHUNKS_KIB:-1024 4096}; do
+          TIMEFORMAT="$name	rapidgzip	$p	$c	%R	%U	%S"
+          { time rapidgzip -f -P "$p" --chunk-size "$c" -d -c "$f" > /dev/null 2>&1; } 2>> "$TSV"
+        done
+      done
+    done
+  done
+done
+column -t -s $'\t' "$TSV"
