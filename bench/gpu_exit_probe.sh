@@ -8,6 +8,9 @@
 #   run(command="bash bench/gpu_exit_probe.sh", carry=[".whlreal", ".peer", ".sim", ".data"])
 set -uo pipefail
 export WHL=${WHL:-.whlreal}
+# in one process: a detached command (gpualign/detach.py) leaves the teardown to a child whose stderr is gone by then,
+# and the probe is there to measure that teardown
+export GPUALIGN_NO_DETACH=1
 source bench/device_env.sh 2> /dev/null || exit 1
 cp bench/exit_probe/sitecustomize.py /tmp/site/sitecustomize.py
 echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled) defrag: $(cat /sys/kernel/mm/transparent_hugepage/defrag)"

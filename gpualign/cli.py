@@ -312,10 +312,4 @@ def entry_point():
     # command, which imports nothing else of scipy, tells it there is none.
     sys.modules.setdefault("scipy", None)
     sys.modules.setdefault("scipy.linalg", None)
-    status = detach.run(main)   # returns only where it did not detach (detach.py)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (BrokenPipeError, OSError):   # a reader of stdout that went away: nothing more to say
-        status = status or 1
-    os._exit(status)
+    os._exit(detach.flushed(detach.run(main)))   # run returns only where it did not detach (detach.py)

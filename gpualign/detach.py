@@ -60,14 +60,20 @@ def _in_child(main, parent: int, status_w: int):
     except BaseException:   # printed as the interpreter would, since os._exit below skips it
         traceback.print_exc()
         status = 1
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (BrokenPipeError, OSError):   # a reader of stdout that went away
-        status = status or 1
+    status = flushed(status)
     _let_go_of_stdio()
     os.write(status_w, bytes([status & 0xFF]))
     os._exit(status)
+
+
+def flushed(status: int) -> int:
+    """status, once stdout and stderr are flushed; 1 for 0 where a reader of stdout went away."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, OSError):
+        status = status or 1
+    return status
 
 
 def _exit_code(exc: SystemExit) -> int:
