@@ -171,13 +171,24 @@ def test_region_queries_equal_samtools_index_and_a_scan(bams, rng):
     assert pysam.view(ours, "*") == pysam.view(theirs, "*") != ""
 
 
-def test_build_bai_equals_the_whole_array_reference(rng):
+def test_build_bai_equals_the_whole_array_reference(rng, monkeypatch):
     """bai.build_bai (counting sort and one pass per reference, numba) writes the bytes of the plain
     reference (naive.bai_bytes) on random coordinate-ordered records: several references, some
     empty, reads spanning windows and bin levels, unmapped reads placed at their mate, unplaced
-    reads at the end; and with placed and unplaced records interleaved (the general path)."""
+    reads at the end; and with placed and unplaced records interleaved (the general path). Each
+    reference whole, and in pieces of a few records on several threads (the pieces' chunks and
+    windows joined)."""
     import naive
-    from gpualign.bam.bai import build_bai, reg2bin
+    from gpualign.bam import bai
+    from gpualign.bam.bai import reg2bin
+
+    def build_bai(*args):
+        whole = bai.build_bai(*args)
+        with monkeypatch.context() as m:
+            m.setattr(bai, "PIECE_RECORDS", int(rng.integers(1, 40)))
+            assert bai.build_bai(*args, threads=int(rng.integers(2, 9))) == whole
+        return whole
+
     from gpualign.sam import FLAG_UNMAPPED
     for _ in range(30):
         n_ref = int(rng.integers(1, 5))

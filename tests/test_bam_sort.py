@@ -144,7 +144,9 @@ def test_rank_cut_and_part_rows_give_the_stable_order_of_the_runs(rng):
         taken = np.bincount(run_of[order[:rank]], minlength=len(runs))
         assert sort.rank_cut(keys, run_off, rank).tolist() == (run_off[:-1] + taken).tolist(), rank
     for step in (1, 4, 7):
-        rows = [sort.part_rows(keys, run_off, a, min(len(keys), a + step)) for a in range(0, len(keys), step)]
+        rows = [sort.part_rows(keys, sort.rank_cut(keys, run_off, a),
+                               sort.rank_cut(keys, run_off, min(len(keys), a + step)))
+                for a in range(0, len(keys), step)]
         assert np.concatenate(rows).tolist() == order.tolist()
 
 
@@ -241,7 +243,10 @@ def test_the_tail_code_is_loaded_with_the_types_the_tail_uses(tmp_path, rng):
     types a real sorted write gives them: after both, each has no other compiled signature (a
     different type would load, or compile, its code in the tail all the same)."""
     sort.load_tail_code(1)
-    before = {f: set(f.signatures) for f in (sort.key_order, sort.part_rows, sort.gather, sort.index_entries)}
+    from gpualign.bam import bai
+    tail = (sort.key_order, sort.rank_cut, sort.part_rows, sort.gather, sort.index_entries, bai.placed_prefix,
+            bai.piece_index, bai.merge_touching, bai.filled_windows)
+    before = {f: set(f.signatures) for f in tail}
     assert all(before.values())
     segments = random_alignments(rng, make_header(), 300, with_reads=range(4))
     sorted_and_unsorted(tmp_path, rng, segments, 3, 2)

@@ -416,7 +416,7 @@ def merge_sorted(inputs, out_path, index_path=None, header=None, threads=1, leve
                                  bool(index_path))
         if index_path:
             with phase("index"):
-                write_bai(index_path, len(header.references), entries)
+                write_bai(index_path, len(header.references), entries, threads)
         return summary
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)

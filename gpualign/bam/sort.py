@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit
 
-from .bai import build_bai, index_fields
+from .bai import build_bai, index_fields, joined_pieces, piece_index
 from .bgzf import BGZF_EOF, BamWriter, header_bytes, sized_bgzf_blocks
 from .markdup import UNKNOWN_LIBRARY, decide, flag_duplicates, metrics, write_metrics
 from .records import D_COLS
@@ -95,11 +95,10 @@ def rank_cut(keys, run_off, rank):
 
 
 @njit(cache=True, nogil=True)
-def part_rows(keys, run_off, first, last):
-    """Rows of final ranks first..last-1 (rows of the runs' concatenated arrays), in final order:
-    each run's piece found by rank_cut, the pieces merged by a stable sort, ties in run then row
-    order."""
-    a, b = rank_cut(keys, run_off, first), rank_cut(keys, run_off, last)
+def part_rows(keys, a, b):
+    """Rows of the final ranks between two cuts (rank_cut's a and b: rows of the runs' concatenated
+    arrays), in final order: each run's piece a[j]..b[j]-1, the pieces merged by a stable sort, ties
+    in run then row order."""
     rows = np.empty((b - a).sum(), dtype=np.int64)
     o = 0
     for j in range(a.shape[0]):
@@ -295,7 +294,7 @@ class SortedBam(RecordSink):
 
     def write_index(self, entries):
         """The .bai from the records' index entries (write_runs')."""
-        write_bai(self.index_path, len(self.header.references), entries)
+        write_bai(self.index_path, len(self.header.references), entries, self.threads)
 
     def close_run(self):
         if self.run is not None:
@@ -325,12 +324,17 @@ def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, 
     unless index), each part's written by its worker, its offsets moved by the main thread as the
     parts come in order."""
 
+    def cut(rank):
+        with trace.span("merge sorted runs"):
+            return rank_cut(keys, run_off, rank)
+
     def part(first):
         if first is None:
             return sized_bgzf_blocks(header_bytes(header), level)[0], None
         last = min(len(keys), first + PART_RECORDS)
+        a, b = cuts[first].result(), cuts[last].result()
         with trace.span("merge sorted runs"):
-            rows = part_rows(keys, run_off, first, last)
+            rows = part_rows(keys, a, b)
         with trace.span("gather sorted records"):
             records = gather(src, starts, sizes, rows, MEMMOVE)
         if dup_row is not None:
@@ -348,6 +352,9 @@ def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, 
     at = 0
     tasks = itertools.chain([None], range(0, len(keys), PART_RECORDS))   # None: the header
     with open_binary(path) as fh, ThreadPoolExecutor(max_workers=threads) as pool:
+        # where each part starts and ends in every run, each cut found once (a part's end is the next
+        # one's start); asked for before any part, so no part waits on a cut not yet begun
+        cuts = {rank: pool.submit(cut, rank) for rank in [*range(0, len(keys), PART_RECORDS), len(keys)]}
         for blocks, columns in ordered_map(pool, part, tasks, 2 * threads):
             fh.write(blocks)
             if index and columns is not None:
@@ -357,11 +364,12 @@ def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, 
     return entries
 
 
-def write_bai(path, n_ref, entries):
-    """The .bai of n_ref references from the records' index entries (write_runs')."""
+def write_bai(path, n_ref, entries, threads=1):
+    """The .bai of n_ref references from the records' index entries (write_runs'), on `threads` threads."""
     tid, pos, end, bins, flag, vstart, vend = entries
     with open(path, "wb") as fh:
-        fh.write(build_bai(n_ref, tid, pos, end, bins, flag, vstart.view(np.uint64), vend.view(np.uint64)))
+        fh.write(build_bai(n_ref, tid, pos, end, bins, flag, vstart.view(np.uint64), vend.view(np.uint64),
+                           threads))
 
 
 # one unmapped record at refID 0, pos 0, named "a": the smallest whole BAM record
@@ -379,10 +387,13 @@ def load_tail_code(level: int):
         _, starts, sizes, _ = key_order(np.array([0, len(TINY_RECORD)], dtype=np.int64), keys)
         src = TINY_RECORD.copy()
         src.setflags(write=False)   # the run file is read through a read-only memmap
-        records = gather(src, starts, sizes, part_rows(keys, run_off, 0, 1), MEMMOVE)
+        rows = part_rows(keys, rank_cut(keys, run_off, 0), rank_cut(keys, run_off, 1))
+        records = gather(src, starts, sizes, rows, MEMMOVE)
         _, csizes, usizes = sized_bgzf_blocks(records, level)
         tid, pos, end, bins, flag, vstart, vend = index_entries(records, csizes, usizes)
         build_bai(1, tid, pos, end, bins, flag, vstart.view(np.uint64), vend.view(np.uint64))
+        piece = piece_index(pos, end, bins, flag, vstart.view(np.uint64), vend.view(np.uint64))
+        joined_pieces([piece, piece])   # a reference in several pieces (merge_touching)
 
 
 @njit(cache=True, nogil=True)
