@@ -20,6 +20,7 @@ import os
 import pickle
 import struct
 import threading
+import time
 
 import numpy as np
 
@@ -379,11 +380,21 @@ class Kernel:
         slots = np.array(words, dtype=np.uint64)
         params = np.arange(len(words), dtype=np.uint64) * 8 + slots.ctypes.data
         _bind()
+        _submitted.at = time.perf_counter()
         _quick_call("cuLaunchKernel", func, blocks, 1, 1, threads, 1, 1, 0,
                     stream.handle if stream is not None else _c_ptr(), _c_ptr(params.ctypes.data), None)
 
 
 _numba_turns = threading.Lock()
+_submitted = threading.local()
+
+
+def submitted_at() -> float:
+    """The host's clock (time.perf_counter) just before this thread's last cuLaunchKernel (0 before
+    any): no kernel starts before it, while a clock read before the arguments were packed also
+    counts the time this thread waited for the GIL to pack them, which a trace would take for the
+    GPU's."""
+    return getattr(_submitted, "at", 0.0)
 
 
 def _through_numba(dispatcher, blocks, threads, stream, args):

@@ -27,6 +27,7 @@ from ..batches import fragments_per_batch
 from ..md import md_bound
 from ..reads import word_offsets
 from ..seed import scratch_words
+from ..cuda_driver import submitted_at
 from . import gpu, launch
 from ..extend import EXT_COLUMNS, RESCUE_COLUMNS, TR_COLUMNS, TR_NOPS
 
@@ -346,16 +347,17 @@ def _enqueue(kernel, blocks, threads, *args):
         handed = time.perf_counter()
         kernel[blocks, threads, stream](*args)
         if timed:
+            handed = max(handed, submitted_at())   # a stored kernel's: just before the driver had it
             _state().kernels.append((gpu.name_of(kernel).strip("_"), start, _event_on(stream), handed))
 
 
 # With a trace on, every launch is bracketed by CUDA events; the kernels a thread launched go on the
 # timeline (thread "GPU", so that its coverage is the GPU's busy time) once its stream has been
 # waited for, placed by their distance from one reference event whose host time is known. A kernel
-# starts no earlier than the host began handing it over (the clock read just before its launch):
-# where its stream had nothing left to run, its start event passes at once, and the host's time
-# before the launch (taking the GIL back after recording that event, under numba or with many busy
-# threads) would count as the GPU's. Each kernel also goes on thread "GPU, from its start event" as
+# starts no earlier than the host handed it over (a stored kernel's: the clock read just before
+# cuLaunchKernel; numba's: before its launch): where its stream had nothing left to run, its start
+# event passes at once, and the host's time before the launch (taking the GIL back after recording
+# that event, and packing the arguments, with many busy threads) would count as the GPU's. Each kernel also goes on thread "GPU, from its start event" as
 # its events bracket it.
 _gpu_clock = []
 
