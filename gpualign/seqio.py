@@ -4,8 +4,10 @@ An input is a path or `-` (stdin), opened once: a pipe, a FIFO or `<(...)` canno
 so the two bytes that tell gzip from plain text are read from the stream itself and handed back to
 it (`Prefixed`) rather than read by a second open. Gzip is decoded by one of three decoders over
 that same stream: rapidgzip (several threads; only for big regular files, which it can seek),
-isal's igzip (about twice zlib's speed), or zlib (Python's gzip, the fallback). Whatever a decoder
-raises, wherever in the file, becomes `WHAT F: corrupt or truncated gzip data (...)`.
+isal's igzip (about twice zlib's speed), or zlib (Python's gzip, the fallback). rapidgzip, and isal
+where a whole regular file is read beside other threads, run in a process of their own
+(DecodingProcess), out of the reach of this process's GIL. Whatever a decoder raises, wherever in
+the file, becomes `WHAT F: corrupt or truncated gzip data (...)`.
 """
 
 import collections
@@ -247,12 +249,11 @@ class Input:
         self._given += len(block)
         return block
 
-
     def _fall_back(self):
         """The decoding process failed (or stopped short): isal, here, decodes the file from its
-        start, past what was handed out, and has the last word. Its verdict is the one a single thread gives:
-        a file isal accepts (zero bytes after the last member, say) is read whole, and a damaged
-        one fails with isal's reason."""
+        start, past what was handed out, and has the last word. Its verdict is the one a single
+        thread gives: a file isal accepts (zero bytes after the last member, say) is read whole, and
+        a damaged one fails with isal's reason."""
         fh, self._fh, self._ahead = self._fh, None, None
         try:
             fh.close()

@@ -357,8 +357,8 @@ def _enqueue(kernel, blocks, threads, *args):
 # starts no earlier than the host handed it over (a stored kernel's: the clock read just before
 # cuLaunchKernel; numba's: before its launch): where its stream had nothing left to run, its start
 # event passes at once, and the host's time before the launch (taking the GIL back after recording
-# that event, and packing the arguments, with many busy threads) would count as the GPU's. Each kernel also goes on thread "GPU, from its start event" as
-# its events bracket it.
+# that event, and packing the arguments, with many busy threads) would count as the GPU's. Each
+# kernel also goes on thread "GPU, from its start event" as its events bracket it.
 _gpu_clock = []
 
 
