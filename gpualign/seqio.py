@@ -4,10 +4,9 @@ An input is a path or `-` (stdin), opened once: a pipe, a FIFO or `<(...)` canno
 so the two bytes that tell gzip from plain text are read from the stream itself and handed back to
 it (`Prefixed`) rather than read by a second open. Gzip is decoded by one of three decoders over
 that same stream: rapidgzip (several threads; only for big regular files, which it can seek),
-isal's igzip (about twice zlib's speed), or zlib (Python's gzip, the fallback). rapidgzip, and isal
-where a whole regular file is read beside other threads, run in a process of their own
-(DecodingProcess), out of the reach of this process's GIL. Whatever a decoder raises, wherever in
-the file, becomes `WHAT F: corrupt or truncated gzip data (...)`.
+isal's igzip (about twice zlib's speed), or zlib (Python's gzip, the fallback). rapidgzip runs in
+a process of its own (DecodingProcess), out of the reach of this process's GIL. Whatever a decoder
+raises, wherever in the file, becomes `WHAT F: corrupt or truncated gzip data (...)`.
 """
 
 import collections
@@ -16,6 +15,7 @@ import gzip
 import io
 import itertools
 import os
+import queue
 import re
 import stat
 import subprocess
@@ -156,7 +156,6 @@ class Input:
             self._fh = fh
             return
         self._stream = fh
-        self._whole = whole
         parallel = threads >= max(2, parallel_threads) and self._size >= parallel_min
         self.decoder = decoder or ("rapidgzip" if parallel else "isal")
         if self.decoder == "rapidgzip" and not whole:
@@ -169,14 +168,14 @@ class Input:
 
     def _start(self, fh, threads: int):
         try:
-            return self._open_decoder(fh, threads, apart=True)
+            return self._open_decoder(fh, threads)
         except (InputError, MemoryError):
             raise
         except Exception:
             if self.decoder == "zlib":
                 raise
             self.decoder = "isal"   # isal, here, has the last word, as in _fall_back
-            return self._open_decoder(fh, 1, apart=False)
+            return self._open_decoder(fh, 1)
 
     def _open_raw(self):
         if self.path == STDIN:   # a copy of stdin: closing it leaves stdin open
@@ -187,10 +186,9 @@ class Input:
         except OSError as exc:
             raise InputError(f"{self.what} {self.name}: {exc.strerror or type(exc).__name__}") from None
 
-    def _open_decoder(self, fh, threads: int, apart: bool):
+    def _open_decoder(self, fh, threads: int):
         """The decoder over fh: rapidgzip in a process of its own (DecodingProcess), which opens the path
-        itself to read it on several threads (fh stays open for isal, should it fail); isal there too
-        (apart) for a whole regular file read beside other threads (threads > 1), else here."""
+        itself to read it on several threads (fh stays open for isal, should it fail); isal or zlib here."""
         if self.decoder == "rapidgzip":
             try:
                 import rapidgzip
@@ -198,10 +196,8 @@ class Input:
                 self.decoder = "isal"
             else:
                 del rapidgzip
-                return DecodingProcess(self.path, max(1, threads), "rapidgzip")
+                return DecodingProcess(self.path, max(1, threads))
         if self.decoder == "isal" and _igzip is not None:
-            if apart and self._whole and threads > 1:
-                return DecodingProcess(self.path, 1, "isal")
             return _igzip.IGzipFile(fileobj=fh, mode="rb")
         self.decoder = "zlib"
         return gzip.GzipFile(fileobj=fh, mode="rb")
@@ -261,7 +257,7 @@ class Input:
             pass
         self.decoder = "isal"
         self._stream.seek(0)
-        self._fh = self._open_decoder(self._stream, 1, apart=False)
+        self._fh = self._open_decoder(self._stream, 1)
         left = self._given
         while left:
             skipped = len(self._fh.read(min(left, 1 << 24)))
@@ -293,22 +289,23 @@ class Input:
 
 
 class DecodingProcess:
-    """A regular gzip file decoded by rapidgzip or isal in a process of its own (this module run as a
-    program: decode_to_stdout), its output read from a pipe. In the mapper's process a decoder's reads
-    kept taking the GIL back, each time behind whichever of its Python threads held it (up to the 5 ms
-    switch interval): the 10 M E. coli reads (2.3 GB) took 4.0-4.6 s to decode there with rapidgzip on
-    the 16-core GPU host against 1.8 s alone; on the 2-core machine, beside one thread running
-    Python, 3.7 s against 0.8 s (isal: 2.9-3.1x as long, 1.7-2.1x with 16 MiB a call). The pipe is
-    read by libc's fread through ctypes, which lets go of the GIL for the whole block. read(size)
+    """A regular gzip file decoded by rapidgzip in a process of its own (this module run as a program:
+    decode_to_stdout), its output read from a pipe. In the mapper's process rapidgzip's reads kept
+    taking the GIL back, each time behind whichever of its Python threads held it (up to the 5 ms
+    switch interval): the 10 M E. coli reads (2.3 GB) took 4.0-4.6 s to decode there on the 16-core
+    GPU host against 1.8 s alone; on the 2-core machine, beside one thread running Python, 3.7 s
+    against 0.8 s (isal, with 16 MiB a call, stays here: in a process of its own it decoded two E.
+    coli mate files more slowly). The pipe is read by libc's fread through ctypes, which lets go of
+    the GIL for the whole block. read(size)
     gives up to size bytes (fewer only at the end, b"" there) as a memoryview; check_end raises
     unless the child decoded the whole file (rapidgzip ends a damaged one without an error: the child
     compares where it stopped with the file's size)."""
 
-    def __init__(self, path: str, threads: int, decoder: str):
+    def __init__(self, path: str, threads: int):
         read_end, write_end = os.pipe()
         try:
             _grow_pipe(write_end)
-            self._child = subprocess.Popen([sys.executable, "-m", __name__, decoder, str(threads), path],
+            self._child = subprocess.Popen([sys.executable, "-m", __name__, str(threads), path],
                                            stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.DEVNULL,
                                            close_fds=True)
         except BaseException:
@@ -386,31 +383,56 @@ def _grow_pipe(fd: int):
         pass
 
 
-def decode_to_stdout(decoder: str, threads: int, path: str) -> int:
-    """DecodingProcess's child: the file decoded by rapidgzip on `threads` threads, or by isal, to
-    stdout; status 0 only where all of it was decoded (rapidgzip stops without an error where a
-    damaged file stops making sense: its end must be the file's, its last member's trailer decoded),
-    3 where rapidgzip stopped short, 1 on an error."""
-    out = 1
-    block = memoryview(bytearray(16 << 20))   # one block, refilled (a new one a read: 15% slower)
+def decode_to_stdout(threads: int, path: str) -> int:
+    """DecodingProcess's child: the file decoded by rapidgzip on `threads` threads, to stdout; status 0
+    only where all of it was decoded (rapidgzip stops without an error where a damaged file stops
+    making sense: its end must be the file's, its last member's trailer decoded), 3 where it stopped
+    short, 1 on an error. The decoder fills blocks on a thread of its own while this one writes them:
+    a pipe holds 1 MiB, and a decoder that waits for the reader to drain it (a thread among many, on a
+    busy machine) waits on that reader's turns."""
+    free, full = queue.Queue(), queue.Queue()
+    for _ in range(CHILD_BLOCKS):
+        free.put(bytearray(CHILD_BLOCK))
+    outcome = {}
+    decoding = threading.Thread(target=_decode_blocks, args=(threads, path, free, full, outcome))
+    decoding.start()
     try:
-        if decoder == "rapidgzip":
-            import rapidgzip
-            fh = rapidgzip.open(path, parallelization=threads)
-        else:
-            fh = _igzip.open(path, "rb")
-        with fh:
-            while n := fh.readinto(block):
-                view = block[:n]
-                while view:
-                    view = view[os.write(out, view):]
-            used = (fh.tell_compressed() + 7) // 8 if decoder == "rapidgzip" else os.path.getsize(path)
+        while (item := full.get()) is not None:
+            block, n = item
+            view = memoryview(block)[:n]
+            while view:
+                view = view[os.write(1, view):]
+            free.put(block)
     except BrokenPipeError:   # the reader went away
-        return 1
+        outcome["status"] = 1
+        os._exit(1)   # the decoding thread is not waited for
+    decoding.join()
+    return outcome["status"]
+
+
+CHILD_BLOCK = 16 << 20   # a decoding process's blocks...
+CHILD_BLOCKS = 8         # ... and how many it may fill ahead of the pipe
+
+
+def _decode_blocks(threads, path, free, full, outcome):
+    """decode_to_stdout's decoding thread: blocks from `free`, filled, to `full` (block, bytes), then
+    None; the status in outcome["status"]."""
+    try:
+        import rapidgzip
+        with rapidgzip.open(path, parallelization=threads) as fh:
+            while True:
+                block = free.get()
+                n = fh.readinto(block)
+                if not n:
+                    break
+                full.put((block, n))
+            used = (fh.tell_compressed() + 7) // 8
+        outcome["status"] = 0 if used == os.path.getsize(path) else 3
     except Exception as exc:   # noqa: BLE001 - the parent's isal has the last word on the file
         print(decoder_detail(exc), file=sys.stderr)
-        return 1
-    return 0 if used == os.path.getsize(path) else 3
+        outcome["status"] = 1
+    finally:
+        full.put(None)
 
 
 def iter_line_blocks(path: str, what: str, block: int = 1 << 24):
@@ -578,4 +600,4 @@ __all__ = ["Input", "Prefixed", "STDIN", "check_input", "decode_early", "drop_ea
 
 
 if __name__ == "__main__":   # DecodingProcess's child
-    sys.exit(decode_to_stdout(sys.argv[1], int(sys.argv[2]), sys.argv[3]))
+    sys.exit(decode_to_stdout(int(sys.argv[1]), sys.argv[2]))
