@@ -343,12 +343,16 @@ def scan_on_device(values, first, n, start):
 def _enqueue(kernel, blocks, threads, *args):
     stream, timed = _stream(), trace.enabled()
     with trace.span("GPU launch (turns)"), gpu.launch_turns():
-        start = _event_on(stream) if timed else None
+        if timed:   # both events made first: making one lets go of the GIL, and a tiny kernel's end event,
+            # made after its launch, passed when this thread had the GIL back (0.6 ms a scan kernel)
+            start, end = gpu.api().event(), gpu.api().event()
+            start.record(stream=stream)
         handed = time.perf_counter()
         kernel[blocks, threads, stream](*args)
         if timed:
+            end.record(stream=stream)
             handed = max(handed, submitted_at())   # a stored kernel's: just before the driver had it
-            _state().kernels.append((gpu.name_of(kernel).strip("_"), start, _event_on(stream), handed))
+            _state().kernels.append((gpu.name_of(kernel).strip("_"), start, end, handed))
 
 
 # With a trace on, every launch is bracketed by CUDA events; the kernels a thread launched go on the
@@ -360,12 +364,6 @@ def _enqueue(kernel, blocks, threads, *args):
 # that event, and packing the arguments, with many busy threads) would count as the GPU's. Each
 # kernel also goes on thread "GPU, from its start event" as its events bracket it.
 _gpu_clock = []
-
-
-def _event_on(stream):
-    event = gpu.api().event()
-    event.record(stream=stream)
-    return event
 
 
 def _gpu_reference():
