@@ -305,7 +305,7 @@ class DecodingProcess:
         read_end, write_end = os.pipe()
         try:
             _grow_pipe(write_end)
-            self._child = subprocess.Popen([sys.executable, "-m", __name__, str(threads), path],
+            self._child = subprocess.Popen([sys.executable, "-m", __name__, str(threads), path], env=_child_env(),
                                            stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.DEVNULL,
                                            close_fds=True)
         except BaseException:
@@ -358,6 +358,14 @@ class DecodingProcess:
             file, self._file = self._file, None
             _LIBC.fclose(file)   # a child still writing meets a closed pipe
         self._stop_child()
+
+
+def _child_env() -> dict:
+    """The environment with this package's folder first on PYTHONPATH: the child finds the package
+    that started it, however this process found it."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
 
 
 def _libc():
