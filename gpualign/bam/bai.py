@@ -41,7 +41,7 @@ def reg2bin(beg, end):
     return 0
 
 
-@njit(cache=True, nogil=True, inline="always")   # a call a field cost index_fields 2x
+@njit(cache=True, nogil=True, inline="always")   # a call a field: index_fields 10-20% slower
 def le32(buf, o, signed):
     """The little-endian 32-bit integer at buf[o]."""
     v = np.int64(buf[o]) | (np.int64(buf[o + 1]) << 8) | (np.int64(buf[o + 2]) << 16) | (np.int64(buf[o + 3]) << 24)
