@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The decoding floor on the lent GPU machine: each read file of the sets in SETS (gpu_real.sh's reads) decoded alone,
-# to /dev/null, by isal on one thread and by rapidgzip's command line at each thread count in THREADS_LIST
-# [8 16 24 32] and chunk size in CHUNKS_KIB [1024 4096] (rapidgzip's default: 4096), each REPEAT [2] times; wall, user
-# and system seconds. A run that is bound by decoding (the 10 M E. coli reads) can end no sooner than the best of
+# to /dev/null, by isal on one thread, by rapidgzip's command line at each thread count in THREADS_LIST
+# [8 16 24 32] and chunk size in CHUNKS_KIB [1024 4096] (rapidgzip's default: 4096), and by the mapper's own decoding
+# process (`python3 -m gpualign.seqio THREADS FILE`) at each thread count, each REPEAT [2] times; wall, user and
+# system seconds. A run that is bound by decoding (the 10 M E. coli reads) can end no sooner than the best of
 # these after its start.
 #
 #   run(command="SETS=ecoli_se ECOLI_READS=10000000 K_ECOLI=12 bash bench/gpu_decode.sh", carry=[".whlreal", ".peer",
@@ -28,6 +29,9 @@ for set in ${SETS:-ecoli_se}; do
           TIMEFORMAT="$name	rapidgzip	$p	$c	%R	%U	%S"
           { time rapidgzip -f -P "$p" --chunk-size "$c" -d -c "$f" > /dev/null 2>&1; } 2>> "$TSV"
         done
+        # the mapper's own decoding process (seqio.DecodingProcess's child: rapidgzip's Python reads, 4 MiB chunks)
+        TIMEFORMAT="$name	gpualign.seqio	$p	4096	%R	%U	%S"
+        { time python3 -m gpualign.seqio "$p" "$f" > /dev/null 2>&1; } 2>> "$TSV"
       done
     done
   done
