@@ -296,10 +296,9 @@ class DecodingProcess:
     GPU host against 1.8 s alone; on the 2-core machine, beside one thread running Python, 3.7 s
     against 0.8 s (isal, with 16 MiB a call, stays here: in a process of its own it decoded two E.
     coli mate files more slowly). The pipe is read by libc's fread through ctypes, which lets go of
-    the GIL for the whole block. read(size)
-    gives up to size bytes (fewer only at the end, b"" there) as a memoryview; check_end raises
-    unless the child decoded the whole file (rapidgzip ends a damaged one without an error: the child
-    compares where it stopped with the file's size)."""
+    the GIL for the whole block. read(size) gives up to size bytes (fewer only at the end, b"" there)
+    as a memoryview; check_end raises unless the child decoded the whole file (rapidgzip ends a
+    damaged one without an error: the child compares where it stopped with the file's size)."""
 
     def __init__(self, path: str, threads: int):
         read_end, write_end = os.pipe()
@@ -412,7 +411,6 @@ def decode_to_stdout(threads: int, path: str) -> int:
                 view = view[os.write(1, view):]
             free.put(block)
     except BrokenPipeError:   # the reader went away
-        outcome["status"] = 1
         os._exit(1)   # the decoding thread is not waited for
     decoding.join()
     return outcome["status"]
