@@ -64,6 +64,7 @@ source bench/device_sim.sh
 } 2>&1 | tee -a "$OUT/machine.txt"
 
 R=/tmp/real_out; mkdir -p $R
+rm -f $R/*.json $R/progress_*.log   # a warm machine's earlier calls' results are not this call's
 tables=""
 for set in ${SETS:-ecoli_se}; do
   case $set in
