@@ -131,7 +131,7 @@ class Input:
         self.path, self.what, self.name = path, what, shown(path)
         self.gzip = False
         self.decoder = None          # the decoder's name, for a gzip input
-        self._size = 0               # a regular file's size: where rapidgzip must stop
+        self._size = 0               # a regular file's size: whether rapidgzip is worth its threads
         self._fh = None
         self._stream = None          # the opened file under a decoder (a decoder leaves it open)
         self._ahead = None           # a decoding process's next block, read before the one handed out

@@ -395,7 +395,6 @@ def test_a_decoding_process_gives_the_file_and_stops_with_its_reader(tmp_path, m
     GIL: the bytes are the file's, in blocks of the size asked for; a reader that stops early ends
     the process; a process that fails (or cannot start) leaves the file to isal here, which gives the
     same bytes."""
-    import sys
     from gpualign.seqio import DecodingProcess
     text = b"".join(b"@r%d\n%s\n+\n%s\n" % (i, b"ACGT" * (i % 30), b"I" * 4 * (i % 30)) for i in range(20000))
     path = tmp_path / "r.fq.gz"

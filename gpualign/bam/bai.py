@@ -159,8 +159,7 @@ def joined_pieces(pieces):
     record order): each bin's chunks in record order, one merged with the last before it where it
     starts where that one ended (the pieces cut a chunk at their ends); each window's smallest start."""
     if len(pieces) == 1:
-        chunk_bin, chunk_beg, chunk_end, starts, unmapped = pieces[0]
-        return chunk_bin, chunk_beg, chunk_end, starts, unmapped
+        return pieces[0]
     chunk_bin, chunk_beg, chunk_end, starts, unmapped = zip(*pieces)
     chunk_bin = np.concatenate(chunk_bin)
     order = np.argsort(chunk_bin, kind="stable")

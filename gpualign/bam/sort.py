@@ -11,12 +11,12 @@ order): every slice a sorted run.
 After the last batch nothing runs on one thread alone: the final order (key, ties in input order)
 is cut into parts of PART_RECORDS records, and each part is one task on all threads: its rows found
 in every run by rank selection (binary searches, no global sort; each cut once, shared by the
-parts on either side of it), merged, their records gathered
-from the page-cached run file, compressed into BGZF blocks of its own, and their index entries
-(bai.index_fields, virtual offsets within the part) made. The main thread writes the parts in
-order and moves their entries to where they landed; only the .bai's assembly (build_bai, on all
-threads) is left after the last part. The parts depend on the records alone, so the bytes do not depend on the
-batches or the threads; a part's last block may be short, which BGZF allows.
+parts on either side of it), merged, their records gathered from the page-cached run file,
+compressed into BGZF blocks of its own, and their index entries (bai.index_fields, virtual offsets
+within the part) made. The main thread writes the parts in order and moves their entries to where
+they landed; only the .bai's assembly (build_bai, on all threads) is left after the last part. The
+parts depend on the records alone, so the bytes do not depend on the batches or the threads; a
+part's last block may be short, which BGZF allows.
 
 With markdup, each slice's duplicate-marking fields (records.dup_fields) are kept too, in input
 order; after the last batch markdup.decide picks the duplicates from those arrays alone, and each
