@@ -19,7 +19,8 @@ The kernels take a batch as four tuples of arrays (kernel_args builds them), unp
     md    = (text, off, nm)                                        md.MdNm's, rows as the traceback's
 
 encode_record writes a record with small put_* helpers inlined into it (inline='always'): as
-separate calls, passing tuples and arrays, they made encoding about 7% slower.
+separate calls, passing tuples and arrays, they made encoding about 7% slower. encode_batch takes the
+tuples apart once a slice and hands the arrays on one by one (put_record: why).
 """
 
 import numpy as np
@@ -156,10 +157,9 @@ def put_cigar_op(buf, off, op, ln, text, write):
 
 
 @njit(cache=True, nogil=True, inline='always')
-def put_cigar(buf, off, aln, row, n, text, write):
+def put_cigar(buf, off, ops, lens, trace, row, n, text, write):
     """The CIGAR of a traceback row (read length n), soft clips included: binary (the record's
     own) or as text (the MC tag)."""
-    ops, lens, trace = aln[5], aln[6], aln[7]
     qs = trace[row, TR_READ_START]
     qe = trace[row, TR_END_ROW]
     if qs > 0:
@@ -192,11 +192,8 @@ def put_seq_qual(buf, off, codes, qoff, quals, n, reverse, write, memmove):
 
 
 @njit(cache=True, nogil=True, inline='always')
-def put_alignment_tags(buf, off, r, aln, md, write, memmove):
-    """NM, MD, AS and XS (when there is a second best score) of mapped read r."""
-    row_of, _, _, score, sub, _, _, _ = aln
-    text, md_off, nm = md
-    row = row_of[r]
+def put_alignment_tags(buf, off, r, row, score, sub, text, md_off, nm, write, memmove):
+    """NM, MD, AS and XS (when there is a second best score) of mapped read r, traceback row `row`."""
     off = put_int_tag(buf, off, 78, 77, nm[row], write)                 # NM
     off = put_tag_head(buf, off, 77, 68, 90, write)                      # MD:Z
     size = md_off[row + 1] - md_off[row]
@@ -210,10 +207,11 @@ def put_alignment_tags(buf, off, r, aln, md, write, memmove):
 
 
 @njit(cache=True, nogil=True, inline='always')
-def put_mate_tags(buf, off, m, mate_len, aln, mq, write):
-    """MC (the CIGAR of mapped mate m, read length mate_len) and MQ (its MAPQ, mq)."""
+def put_mate_tags(buf, off, mate_row, mate_len, ops, lens, trace, mq, write):
+    """MC (the CIGAR of the mapped mate, traceback row mate_row, read length mate_len) and MQ (its
+    MAPQ, mq)."""
     off = put_tag_head(buf, off, 77, 67, 90, write)                      # MC:Z
-    off = put_cigar(buf, off, aln, aln[0][m], mate_len, True, write)    # aln[0]: row_of
+    off = put_cigar(buf, off, ops, lens, trace, mate_row, mate_len, True, write)
     if write:
         buf[off] = 0
     return put_int_tag(buf, off + 1, 77, 81, mq, write)                  # MQ
@@ -223,30 +221,46 @@ def put_mate_tags(buf, off, m, mate_len, aln, mq, write):
 def encode_record(r, reads, aln, md, rg, fields, buf, off, write, memmove):
     """The BAM record of read r at off (fields: its record_fields row; rg: the read group ID's
     bytes, empty for none; memmove: memmove.MEMMOVE, which copies the name, qualities and MD).
-    Returns the offset after it; with write False only measures."""
+    Returns the offset after it; with write False only measures. (put_record with the tuples
+    unpacked; encode_batch unpacks them once a slice.)"""
     names, name_off, codes, quals, read_off = reads
-    row_of, key, mapq, _, _, _, _, trace = aln
+    row_of, key, mapq, score, sub, ops, lens, trace = aln
+    text, md_off, nm = md
+    return put_record(r, names, name_off, codes, quals, read_off, row_of, key, mapq, score, sub, ops, lens, trace,
+                      text, md_off, nm, rg, fields.reshape(1, -1), 0, buf, off, write, memmove)
+
+
+# put_record and bound_of take the arrays one by one, not as the tuples above: each array taken out of a
+# tuple is a reference counted in and out (a call through a pointer and an atomic add on a counter that
+# every encoding thread shares). Unpacked once a slice, a 100 bp record took 370 ns against 490 on the
+# 2-core machine (200,000 E. coli reads, the same bytes). Inlining the put_int helpers too, or calling the
+# put_* helpers instead of inlining them, was slower (380-440 ns): numba counts an inlined function's
+# array arguments in and out as well.
+@njit(cache=True, nogil=True, inline='always')
+def put_record(r, names, name_off, codes, quals, read_off, row_of, key, mapq, score, sub, ops, lens, trace, text,
+               md_off, nm, rg, fields, fr, buf, off, write, memmove):
+    """encode_record with its tuples unpacked; the record's fields are row fr of `fields`."""
     start = off
     row = row_of[r]
     n = read_off[r + 1] - read_off[r]
     lname = name_off[r + 1] - name_off[r]
-    pos = fields[F_POS]   # an unmapped read sits at its mate's position when the mate mapped
+    pos = fields[fr, F_POS]   # an unmapped read sits at its mate's position when the mate mapped
     ncig = 0   # CIGAR operations, soft clips included
     if row >= 0:
         ncig = trace[row, TR_NOPS] + (1 if trace[row, TR_READ_START] > 0 else 0) \
             + (1 if trace[row, TR_END_ROW] < n else 0)
     off += 4                                   # block_size, filled below
-    off = put_int(buf, off, fields[F_RID], 4, write)
+    off = put_int(buf, off, fields[fr, F_RID], 4, write)
     off = put_int(buf, off, pos, 4, write)
     off = put_int(buf, off, lname + 1, 1, write)
     off = put_int(buf, off, mapq[r] if row >= 0 else 0, 1, write)
-    off = put_int(buf, off, reg2bin(pos, max(fields[F_END], pos + 1)) if pos >= 0 else reg2bin(-1, 0), 2, write)
+    off = put_int(buf, off, reg2bin(pos, max(fields[fr, F_END], pos + 1)) if pos >= 0 else reg2bin(-1, 0), 2, write)
     off = put_int(buf, off, ncig, 2, write)
-    off = put_int(buf, off, fields[F_FLAG], 2, write)
+    off = put_int(buf, off, fields[fr, F_FLAG], 2, write)
     off = put_int(buf, off, n, 4, write)
-    off = put_int(buf, off, fields[F_MRID], 4, write)      # next refID
-    off = put_int(buf, off, fields[F_MPOS], 4, write)      # next pos
-    off = put_int(buf, off, fields[F_TLEN], 4, write)
+    off = put_int(buf, off, fields[fr, F_MRID], 4, write)      # next refID
+    off = put_int(buf, off, fields[fr, F_MPOS], 4, write)      # next pos
+    off = put_int(buf, off, fields[fr, F_TLEN], 4, write)
     if write:
         memmove(buf.ctypes.data + off, names.ctypes.data + name_off[r], lname)
     off += lname
@@ -255,13 +269,14 @@ def encode_record(r, reads, aln, md, rg, fields, buf, off, write, memmove):
     off += 1
     reverse = row >= 0 and key[r] >= STRAND_BIT
     if row >= 0:
-        off = put_cigar(buf, off, aln, row, n, False, write)
+        off = put_cigar(buf, off, ops, lens, trace, row, n, False, write)
     off = put_seq_qual(buf, off, codes, read_off[r], quals, n, reverse, write, memmove)
     if row >= 0:
-        off = put_alignment_tags(buf, off, r, aln, md, write, memmove)
+        off = put_alignment_tags(buf, off, r, row, score, sub, text, md_off, nm, write, memmove)
     m = r ^ 1
-    if fields[F_FLAG] & FLAG_PAIRED and row_of[m] >= 0:
-        off = put_mate_tags(buf, off, m, read_off[m + 1] - read_off[m], aln, fields[F_MQ], write)
+    if fields[fr, F_FLAG] & FLAG_PAIRED and row_of[m] >= 0:
+        off = put_mate_tags(buf, off, row_of[m], read_off[m + 1] - read_off[m], ops, lens, trace, fields[fr, F_MQ],
+                            write)
     if rg.shape[0] > 0:
         off = put_tag_head(buf, off, 82, 71, 90, write)                  # RG:Z
         for i in range(rg.shape[0]):
@@ -278,11 +293,14 @@ def encode_record(r, reads, aln, md, rg, fields, buf, off, write, memmove):
 def record_bound(r, reads, aln, md, rg, paired):
     """At least the bytes encode_record writes for read r, from lengths alone: a text CIGAR operation
     takes at most 6 (lengths < 10**5)."""
-    _, name_off, _, _, read_off = reads
-    row_of, _, _, _, _, _, _, trace = aln
-    md_off = md[1]
+    return bound_of(r, reads[1], reads[4], aln[0], aln[7], md[1], rg.shape[0], paired)
+
+
+@njit(cache=True, nogil=True, inline='always')
+def bound_of(r, name_off, read_off, row_of, trace, md_off, rg_len, paired):
+    """record_bound with its tuples unpacked."""
     n = read_off[r + 1] - read_off[r]
-    size = 36 + name_off[r + 1] - name_off[r] + 1 + (n + 1) // 2 + n + 4 + rg.shape[0] + 1
+    size = 36 + name_off[r + 1] - name_off[r] + 1 + (n + 1) // 2 + n + 4 + rg_len + 1
     row = row_of[r]
     if row >= 0:   # CIGAR NM MD AS XS
         size += 4 * (trace[row, TR_NOPS] + 2) + 7 + 4 + md_off[row + 1] - md_off[row] + 1 + 7 + 7
@@ -302,14 +320,18 @@ def encode_batch(reads, aln, ref, md, rg, proper, paired, first, last, memmove, 
     """
     fields = record_fields(aln, ref, proper, paired, first, last)
     n = fields.shape[0]
+    names, name_off, codes, quals, read_off = reads
+    row_of, key, mapq, score, sub, ops, lens, trace = aln
+    text, md_off, nm = md
     bound = 0
     for r in range(first, last):
-        bound += record_bound(r, reads, aln, md, rg, paired)
+        bound += bound_of(r, name_off, read_off, row_of, trace, md_off, rg.shape[0], paired)
     buf = np.empty(bound, dtype=np.uint8)   # written once, front to back: untouched pages cost nothing
     offsets = np.zeros(n + 1, dtype=np.int64)
     keys = np.full(n, UNMAPPED_KEY, dtype=np.int64)
     for r in range(n):
-        offsets[r + 1] = encode_record(first + r, reads, aln, md, rg, fields[r], buf, offsets[r], True, memmove)
+        offsets[r + 1] = put_record(first + r, names, name_off, codes, quals, read_off, row_of, key, mapq, score, sub,
+                                    ops, lens, trace, text, md_off, nm, rg, fields, r, buf, offsets[r], True, memmove)
         if fields[r, F_RID] >= 0:
             strand = 1 if fields[r, F_FLAG] & FLAG_REVERSE else 0
             keys[r] = (fields[r, F_RID] << 33) | (fields[r, F_POS] << 1) | strand
