@@ -268,3 +268,57 @@ def test_cut_records_finds_the_end_of_record_n_as_a_line_count_does(rng):
         n = min(complete, max_records)
         end = start + sum(len(line) + 1 for line in data[start:].split(b"\n")[:4 * n])
         assert fastq_module.cut_records(np.frombuffer(data, dtype=np.uint8), start, max_records) == (end if n else start, n)
+
+
+def plain_parse(text: bytes):
+    """The reference: (name, bases, qualities) of each record by splitting lines, or the first failure's code."""
+    lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in text.split(b"\n")[:-1]]
+    out = []
+    for r in range(len(lines) // 4):
+        h, s, p, q = lines[4 * r:4 * r + 4]
+        if len(h) < 2 or h[:1] != b"@" or h[1:2] in b" \t\r\n\x0b\x0c":
+            return fastq_module.BAD_HEADER
+        if not p.startswith(b"+"):
+            return fastq_module.BAD_PLUS
+        if len(s) != len(q):
+            return fastq_module.BAD_LENGTHS
+        if any(not fastq_module.SEQ_OK[c] for c in s):
+            return fastq_module.BAD_BASE
+        if any(c < 33 or c > 126 for c in q):
+            return fastq_module.BAD_QUAL
+        out.append((h[1:].split()[0], s, q))
+    return out
+
+
+def test_guessed_line_ends_give_what_splitting_lines_gives(rng):
+    """parse_records guesses each line's end from the record before's (fastq.line_from): reads of
+    mixed lengths, CR line ends here and there, tabs in headers, and quality lines four bytes short
+    (whose guessed end falls on the newline after the next header, `@r1`) parse as splitting the
+    lines does."""
+    for trial in range(300):
+        parts = []
+        for r in range(int(rng.integers(1, 6))):
+            n = int(rng.choice([5, 5, 5, 6, 0]))
+            nl = [b"\n", b"\r\n"][int(rng.random() < 0.2)]
+            name = b"r%d" % r + (b"\tc" if rng.random() < 0.2 else b"")
+            seq = bytes(rng.choice(list(b"ACGTN"), size=n).astype(np.uint8))
+            qual = bytes(rng.integers(33, 127, size=n).astype(np.uint8))
+            if rng.random() < 0.1 and n:
+                qual = qual[:-4]                        # a short quality line
+            if rng.random() < 0.03 and n:
+                qual = qual[:1] + b"\x0b" + qual[2:]    # a control byte in it
+            parts.append(b"@" + name + nl + seq + nl + b"+" + nl + qual + nl)
+        text = b"".join(parts)
+        want = plain_parse(text)
+        buf = np.frombuffer(text, dtype=np.uint8)
+        status, record, _, names, name_off, codes, quals, read_off, _, _ = fastq_module.parse_records(
+            buf, len(parts), fastq_module.SEQ_OK, fastq_module.WHITESPACE, fastq_module.CODE, False)
+        if isinstance(want, int):
+            assert status == want, text
+            continue
+        assert status == 0, text
+        for r, (name, seq, qual) in enumerate(want):
+            a, b = read_off[r], read_off[r + 1]
+            assert bytes(names[name_off[r]:name_off[r + 1]]) == name
+            assert bytes(codes[a:b]) == bytes(fastq_module.CODE[list(seq)].tolist() if seq else b"")
+            assert bytes(quals[a:b]) == bytes(c - 33 for c in qual)
