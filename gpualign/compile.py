@@ -154,9 +154,6 @@ def warm_up(backend: str, threads: int = 2):
             run_cli(["index", paths["ref.fa"], "-p", prefix])
             run_cli(["map", *common, "-R", r"@RG\tID:u1\tSM:s1", "-C", prefix, paths["se.fq.gz"], "-o", out("se.bam")])
             run_cli(["map", *common, prefix, paths["se.fq"], "-o", out("se.sam")])
-            if backend == "cuda":   # the first seeding's int64 hits, which genomes over launch.NARROW_GENOME take
-                with wide_first_seeding():
-                    run_cli(["map", *common, prefix, paths["se.fq"], "-o", out("se.wide.bam")])
             run_cli(["map", *common, "--unsorted", prefix, paths["se.fq"], "-o", out("se.unsorted.bam")])
             run_cli(["map", *common, "-R", r"@RG\tID:u2\tSM:s1", prefix, paths["r1.fq.gz"], paths["r2.fq.gz"],
                      "-o", out("pe.bam"), "--markdup", "--optical-distance", "100", "--markdup-metrics", out("pe.txt")])
@@ -212,18 +209,6 @@ def cuda_misses() -> dict:
             if misses is not None and type(disp).__module__.startswith("numba.cuda"):
                 found[f"{disp.py_func.__module__}.{disp.py_func.__qualname__}"] = sum(misses.values())
     return found
-
-
-@contextlib.contextmanager
-def wide_first_seeding():
-    """The first seeding as a genome over launch.NARROW_GENOME bases runs it (int64 hits), on any genome."""
-    from .backends import launch
-    saved = launch.NARROW_GENOME
-    launch.NARROW_GENOME = 0
-    try:
-        yield
-    finally:
-        launch.NARROW_GENOME = saved
 
 
 def store_cuda_kernels(log):

@@ -74,16 +74,12 @@ def test_batches_in_flight_on_streams_give_the_cpu_records_in_order(monkeypatch,
     assert [r.split("\t")[0] for r in records["cpu"]] == [batch.name(i) for i in range(len(batch))]
 
 
-@pytest.mark.parametrize("first_seeding", ["seed_narrow_kernel", "seed_shared_kernel"])
-def test_a_trace_puts_every_kernel_launch_on_the_gpu_timeline(monkeypatch, world, tmp_path, first_seeding):
+def test_a_trace_puts_every_kernel_launch_on_the_gpu_timeline(monkeypatch, world, tmp_path):
     """With GPUALIGN_TRACE, each launch is timed by CUDA events and appears on a thread "GPU" (in the
-    simulator the events' times are meaningless; the rows must be there, one per launch). The first
-    seeding keeps its hits in int32 for a genome under launch.NARROW_GENOME, else in int64."""
+    simulator the events' times are meaningless; the rows must be there, one per launch)."""
     rng, genome, seqs, index = world
     batch, _ = simulate_reads(rng, seqs, 12, length=50)
     monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
-    if first_seeding == "seed_shared_kernel":
-        monkeypatch.setattr(launch, "NARROW_GENOME", genome.size)
     path = tmp_path / "trace.tsv"
     monkeypatch.setenv("GPUALIGN_TRACE", str(path))
     launches = []
@@ -92,7 +88,7 @@ def test_a_trace_puts_every_kernel_launch_on_the_gpu_timeline(monkeypatch, world
     map_reads(genome, index, batch, str(tmp_path / "out.bam"), P, backend_name="cuda", threads=2, log=lambda msg: None)
     gpu = [line.split("\t")[1] for line in path.read_text().splitlines() if line.startswith("GPU\t")]
     assert len(gpu) == sum(launches) > 0
-    assert {"GPU exact_kernel", "GPU " + first_seeding, "GPU pairs_kernel", "GPU open_pairs_kernel",
+    assert {"GPU exact_kernel", "GPU seed_shared_kernel", "GPU pairs_kernel", "GPU open_pairs_kernel",
             "GPU close_pairs_kernel", "GPU choose_kernel"} <= set(gpu)
 
 
@@ -194,12 +190,12 @@ def test_the_resident_chains_pairs_are_candidate_pairs(monkeypatch, rng, threads
 
 
 @pytest.mark.parametrize("threads", [1, 3, 8])
-@pytest.mark.parametrize("kernel", ["_seed_block_kernel", "_seed_shared_kernel", "_seed_narrow_kernel"])
+@pytest.mark.parametrize("kernel", ["_seed_block_kernel", "_seed_shared_kernel"])
 def test_the_block_seeding_kernels_give_find_candidates_results(rng, world, threads, kernel):
     """resident_kernels' block seeding kernels (a block a read: seeds ranked by the block's threads,
-    bins copied, runs merged and clusters voted by all of them; their hits in global memory, or in
-    shared memory as int64 or as int32) against seed.find_candidates on the host: repeat reads, N,
-    reads shorter than k, budgets that bind or not, more reads than blocks."""
+    bins copied, runs merged and clusters voted by all of them; their hits in global or in shared
+    memory) against seed.find_candidates on the host: repeat reads, N, reads shorter than k, budgets
+    that bind or not, more reads than blocks."""
     from gpualign import seed
     _, genome, seqs, index = world
     batch, (names, reads, quals) = simulate_reads(rng, seqs, 12, length=int(rng.integers(20, 70)), sub=0.05,
@@ -256,39 +252,33 @@ def test_the_block_seeding_kernels_give_find_candidates_results(rng, world, thre
     assert seen_dropped and seen_many   # not a vacuous comparison: loci left out, several candidates kept
 
 
-@pytest.mark.parametrize("narrow", [False, True])
 @pytest.mark.parametrize("threads", [1, 4, 32])
-def test_the_block_vote_gives_the_clusters_of_a_serial_walk(rng, threads, narrow):
+def test_the_block_vote_gives_the_clusters_of_a_serial_walk(rng, threads):
     """seed_block.vote_block (segments between gaps over t cut into clusters by threads of their own,
     the best taken a round by a block-wide maximum) against naive.vote, a serial walk, on fresh random
     sorted hits: dense stretches that split into several clusters, equal hits, ties of votes, more or
-    fewer clusters than kept, none at all. Narrow: the hits in int32 (seed_block.hit_of's with
-    NARROW_STRAND and NARROW_BIAS, some on the reverse strand), the keys written the candidate keys."""
+    fewer clusters than kept, none at all."""
     from gpualign.backends import seed_block as sb
-    from gpualign.encode import DIAG_BIAS, STRAND_BIT
-    strand_bit, bias = (sb.NARROW_STRAND, sb.NARROW_BIAS) if narrow else (STRAND_BIT, DIAG_BIAS)
 
     @numba_cuda.jit
     def vote(a, at, nh, t, fo, cand_keys, cand_votes, max_cand, dropped, ncand):
         best = numba_cuda.shared.array(launch.MAX_VOTE_THREADS, dtype=np.int64)
-        nc = sb.vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, 0, max_cand, dropped, 0, strand_bit, bias)
+        nc = sb.vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, 0, max_cand, dropped, 0)
         ncand[numba_cuda.threadIdx.x] = nc
 
     for _ in range(12):
         nh = int(rng.integers(0, 60))
         t = int(rng.integers(0, 6))
         gaps = np.where(rng.random(nh) < 0.5, rng.integers(0, t + 2, nh), rng.integers(t + 1, 40, nh))
-        hits = np.cumsum(gaps).astype(np.int64) + 1000 + (strand_bit - 600 if rng.random() < 0.5 else 0)
+        hits = np.cumsum(gaps).astype(np.int64) + 1000
         max_cand = int(rng.integers(0, 6))
         at, fo = (0, 64) if rng.random() < 0.5 else (64, 0)   # sorted run in either half, as sort_runs_block leaves it
-        a = np.full(128, -9, np.int32 if narrow else np.int64)
+        a = np.full(128, -9, np.int64)
         a[at:at + nh] = hits
         keys, votes = np.full(max(max_cand, 1), -7, np.int64), np.zeros(max(max_cand, 1), np.int64)
         dropped, ncand = np.full(1, -7, np.int64), np.full(threads, -7, np.int64)
         vote[1, threads](a, at, nh, t, fo, keys, votes, max_cand, dropped, ncand)
         want, want_dropped = naive.vote(hits.tolist(), t, max_cand)
-        as_key = lambda h: (STRAND_BIT + h - strand_bit if h >= strand_bit else h) - bias + DIAG_BIAS  # noqa: E731
-        want = [(as_key(h), v) for h, v in want]
         assert (ncand == len(want)).all(), (nh, t, max_cand)
         assert list(zip(keys[:len(want)].tolist(), votes[:len(want)].tolist())) == want
         assert dropped[0] == want_dropped

@@ -12,9 +12,6 @@ MAX_VOTE_THREADS = 256    # ... the most a voting block may have (seed_block.vot
 SEED_FIRST_THREADS = 32
 SEED_FIRST_BLOCKS = 4096
 SHARED_MAX_HITS = 1024
-# ... in int32 for genomes under NARROW_GENOME bases (resident_kernels._seed_narrow_kernel; seed_block.NARROW_STRAND
-# less NARROW_BIAS: where its hits still fit), in int64 above.
-NARROW_GENOME = (1 << 30) - 2048
 SCAN_THREADS = 1024   # a tile of an exclusive scan, a block (at most SCAN_SHARED; cuda.scan_on_device)
 SCAN_SHARED = 1024    # ... its shared slots, a thread each (cuda_kernels.d_tile_scan; compile-time: never patch it)
 # Extension DPs (cuda_kernels._close_pairs_kernel): bands of t <= NARROW_T keep a thread's six band rows in shared

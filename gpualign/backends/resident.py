@@ -94,8 +94,7 @@ def _chain(reads, genome, index, p, single_end):
                d["dropped"], d["unseen"], d["kept"], d["per read"])
     blocks = min(n, launch.SEED_FIRST_BLOCKS)   # a block a read, the block's hits in shared memory where they fit
     if _first_in_shared(p):
-        kernel = K._seed_narrow_kernel if genome.size < launch.NARROW_GENOME else K._seed_shared_kernel
-        cu._launch_blocks(kernel, blocks, _voting(launch.SEED_FIRST_THREADS), d["picked"], npicked,
+        cu._launch_blocks(K._seed_shared_kernel, blocks, _voting(launch.SEED_FIRST_THREADS), d["picked"], npicked,
                           codes, rc_codes, read_off, reads.k, *idx, index.max_occ, t, p.max_hits, p.max_candidates,
                           stride, *seeding, redo, nredo)
     else:

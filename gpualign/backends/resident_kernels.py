@@ -10,7 +10,6 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ..encode import DIAG_BIAS, STRAND_BIT
 from ..extend import NEG, TR_NOPS
 from . import cuda_kernels as ck
 from . import seed_block as sb
@@ -67,12 +66,12 @@ def d_seeded(r, n, k, match, cost, nc, counts, vote_fraction, cand_votes, row, d
 @cuda.jit(device=True)
 def seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax,
                         mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
-                        unseen, kept, per_read, redo, nredo, strand_bit, bias):
+                        unseen, kept, per_read, redo, nredo):
     """seed.find_candidates for the picked reads, a block a read (seed_block.py): the block's threads
     collect, sort and vote the read's hits into candidates in hits[hoff:hoff + 2 * hmax], read r's at
     row r (`stride` slots a row, the first mcand used); then whether its search left out a well
     supported locus (d_seeded; appended to `redo` where one is given) and how many candidate pairs it
-    has (seed.candidate_pairs). The hits are seed_block.hit_of's with strand_bit and bias."""
+    has (seed.candidate_pairs)."""
     kms = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
     cnts = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
     offs = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
@@ -93,13 +92,13 @@ def seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, 
             cand_votes[row + c] = 0
         cuda.syncthreads()
         sb.collect_block(codes, qoff, n, k, 0, idx_off, idx_pos, max_occ, hits, hoff, hmax // 2, kms, cnts, offs,
-                         order, runs, tally, strand_bit, bias)
+                         order, runs, tally)
         sb.collect_block(rc_codes, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff, hmax - tally[0], kms, cnts,
-                         offs, order, runs, tally, strand_bit, bias)
+                         offs, order, runs, tally)
         nh = tally[0]
         at = sb.sort_runs_block(hits, hoff, nh, hoff + hmax, runs, tally[1])
         nc = sb.vote_block(hits, at, nh, t, hoff + hmax if at == hoff else hoff, best, cand_keys, cand_votes, row,
-                           mcand, dropped, r, strand_bit, bias)
+                           mcand, dropped, r)
         if tid == 0:
             ncand[r] = nc
             d_seeded(r, n, k, match, cost, nc, counts, vote_fraction, cand_votes, row, dropped, unseen, kept, per_read,
@@ -115,7 +114,7 @@ def _seed_block_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, i
     re-seeding's wide budgets, and a first seeding whose budget shared memory cannot hold."""
     seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits,
                         cuda.blockIdx.x * 2 * hmax, hmax, mcand, stride, match, cost, counts, vote_fraction, ncand,
-                        cand_keys, cand_votes, dropped, unseen, kept, per_read, redo, nredo, STRAND_BIT, DIAG_BIAS)
+                        cand_keys, cand_votes, dropped, unseen, kept, per_read, redo, nredo)
 
 
 @cuda.jit(cache=True)
@@ -127,20 +126,7 @@ def _seed_shared_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, 
     hits = cuda.shared.array(SHARED_HIT_WORDS, dtype=numba.int64)
     seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, 0, hmax,
                         mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
-                        unseen, kept, per_read, redo, nredo, STRAND_BIT, DIAG_BIAS)
-
-
-@cuda.jit(cache=True)
-def _seed_narrow_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hmax, mcand,
-                        stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, unseen,
-                        kept, per_read, redo, nredo):
-    """_seed_shared_kernel with the hits in int32 (seed_block.NARROW_STRAND), for genomes under
-    seed_block.NARROW_GENOME: half its shared memory, so twice its blocks an SM (the first seeding
-    waited on dependent shared and global reads at 9 blocks, 14% occupancy)."""
-    hits = cuda.shared.array(SHARED_HIT_WORDS, dtype=numba.int32)
-    seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, 0, hmax,
-                        mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
-                        unseen, kept, per_read, redo, nredo, sb.NARROW_STRAND, sb.NARROW_BIAS)
+                        unseen, kept, per_read, redo, nredo)
 
 
 @cuda.jit(cache=True)

@@ -22,45 +22,22 @@ from numba import cuda
 from ..encode import DIAG_BIAS, STRAND_BIT
 from ..seed import MAX_SEEDS
 from .cuda_kernels import _dev
-from .launch import NARROW_GENOME
 
 MAX_RUNS = 2 * MAX_SEEDS   # ascending runs of hits, a taken seed each
 VOTE_SHIFT = 1 << 32       # vote_block's key: votes * VOTE_SHIFT + (VOTE_SHIFT - 1 - first hit)
-# A hit is its candidate key (encode's: strand * STRAND_BIT + diagonal + DIAG_BIAS) in int64 scratch. In int32
-# scratch (the first seeding's shared memory, for genomes under launch.NARROW_GENOME bases) it is strand * NARROW_STRAND
-# + diagonal + NARROW_BIAS: half the shared memory a block, so twice the blocks an SM. Both keep the order and the
-# differences of hits on a strand; narrow_key gives the candidate key back.
-NARROW_STRAND = 1 << 30
-NARROW_BIAS = 2048                     # > the longest read, as DIAG_BIAS
-assert NARROW_GENOME <= NARROW_STRAND - NARROW_BIAS   # a narrow hit stays below NARROW_STRAND on its strand
 d_seed_kmer = _dev["seed_kmer"]
 d_seed_offset = _dev["seed_offset"]
 
 
 @cuda.jit(device=True)
-def hit_of(strand, pos, offset, strand_bit, bias):
-    """A hit of seed offset `offset` at genome position pos: strand_bit and bias STRAND_BIT and DIAG_BIAS
-    (the candidate key itself), or NARROW_STRAND and NARROW_BIAS (int32 scratch)."""
-    return strand * strand_bit - offset + bias + pos
-
-
-@cuda.jit(device=True)
-def candidate_key(h, strand_bit, bias):
-    """The candidate key of hit h (hit_of's, with the same strand_bit and bias)."""
-    strand = 1 if h >= strand_bit else 0
-    return strand * STRAND_BIT + (h - strand * strand_bit) - bias + DIAG_BIAS
-
-
-@cuda.jit(device=True)
 def collect_block(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, budget, kms, cnts, offs, order, runs,
-                  tally, strand_bit, bias):
+                  tally):
     """seed.collect_seed_hits for one strand by the block: hits appended at hits[hoff + tally[0]...],
     the start of each taken seed's run (relative to hoff) at runs[tally[1]...], both counts in tally
     updated. The seeds taken are collect_seed_hits': in order of bin size, then offset, while the
     hits fit `budget`, so a seed is taken when the hits of the seeds before it and its own fit (the
     taken seeds are the first ranks). Then every thread copies its share of all the taken bins at once
-    (order: the seed of each rank), so the block waits on the bins' memory once, not once a seed.
-    The hits are hit_of's with strand_bit and bias."""
+    (order: the seed of each rank), so the block waits on the bins' memory once, not once a seed."""
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
     nseeds = (n + k - 1) // k if n >= k else 0
@@ -109,7 +86,7 @@ def collect_block(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, 
                 hi = mid - 1
         s = np.int64(order[lo])   # int32 in shared memory: the diagonal below needs 64 bits
         h = idx_off[kms[s]] + g - np.int64(runs[nruns + lo])
-        hits[hoff + g] = hit_of(strand, np.int64(idx_pos[h]), d_seed_offset(s, n, k), strand_bit, bias)
+        hits[hoff + g] = strand * STRAND_BIT - d_seed_offset(s, n, k) + DIAG_BIAS + np.int64(idx_pos[h])
     cuda.syncthreads()   # every thread has read tally before thread 0 moves it on
     if tid == 0:
         tally[0] = nh + added
@@ -175,7 +152,7 @@ def sort_runs_block(a, off, n, scratch, runs, nruns):
 
 
 @cuda.jit(device=True)
-def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dropped, di, strand_bit, bias):
+def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dropped, di):
     """seed.vote_clusters of the sorted a[at:at + nh] by the block; every thread returns the number of
     candidates. a[fo:fo + nh] is scratch (the sort's other buffer); best: a shared slot a thread.
 
@@ -183,8 +160,7 @@ def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dr
     such gaps are cut into clusters independently: a thread walks each segment it starts (most hold
     one hit), writing each cluster's votes at its first hit. The best max_cand clusters are then
     taken one a round by a block-wide maximum of (votes, earliest first), vote_clusters' order, and
-    one more round gives the votes of the best left out. The hits are hit_of's with strand_bit and
-    bias; the keys written are candidate keys."""
+    one more round gives the votes of the best left out."""
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
     for j in range(tid, nh, nt):
@@ -207,7 +183,7 @@ def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dr
     for rnd in range(max_cand + 1):
         top = 0
         for j in range(tid, nh, nt):   # (votes, earliest first) packed so that the larger key is the better
-            v = np.int64(a[fo + j])   # int32 where the hits are narrow
+            v = a[fo + j]
             if v > 0:
                 top = max(top, v * VOTE_SHIFT + (VOTE_SHIFT - 1 - j))
         best[tid] = top
@@ -229,7 +205,7 @@ def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dr
             j = VOTE_SHIFT - 1 - top % VOTE_SHIFT
             if tid == 0:
                 cand_votes[coff + rnd] = v
-                cand_keys[coff + rnd] = candidate_key(np.int64(a[at + (2 * j + v - 1) // 2]), strand_bit, bias)
+                cand_keys[coff + rnd] = a[at + (2 * j + v - 1) // 2]
                 a[fo + j] = 0
             nc += 1
         cuda.syncthreads()   # the taken cluster is gone before the next round looks
