@@ -43,10 +43,10 @@ def _call(name, *args):
 
 
 def _quick_call(name, *args):
-    """_call for a driver call that returns at once (a launch, an event's record), made holding the
-    GIL: released, the calling thread must take it back behind every busy Python thread, which in a
-    mapping run cost milliseconds a call (a kernel's end event passed before the host's clock read
-    after its launch), each one delaying a batch's chain of launches."""
+    """_call for a driver call that returns at once (a launch, an event's record, an asynchronous copy
+    of page-locked memory), made holding the GIL: released, the calling thread must take it back
+    behind every busy Python thread, which in a mapping run cost milliseconds a call (a kernel's end
+    event passed before the host's clock read after its launch), each one delaying a batch's chain."""
     _check(name, getattr(_held, name)(*args))
 
 
@@ -193,8 +193,8 @@ class DeviceArray:
             if stream is None:
                 _call("cuMemcpyDtoH_v2", _c_ptr(host.ctypes.data), ctypes.c_uint64(self.ptr), _c_size(self.nbytes))
             else:
-                _call("cuMemcpyDtoHAsync_v2", _c_ptr(host.ctypes.data), ctypes.c_uint64(self.ptr),
-                      _c_size(self.nbytes), stream.handle)
+                _async_call(host)("cuMemcpyDtoHAsync_v2", _c_ptr(host.ctypes.data), ctypes.c_uint64(self.ptr),
+                                  _c_size(self.nbytes), stream.handle)
         return host
 
     def copy_to_device(self, host, stream=None):
@@ -204,8 +204,18 @@ class DeviceArray:
             if stream is None:
                 _call("cuMemcpyHtoD_v2", ctypes.c_uint64(self.ptr), _c_ptr(host.ctypes.data), _c_size(self.nbytes))
             else:
-                _call("cuMemcpyHtoDAsync_v2", ctypes.c_uint64(self.ptr), _c_ptr(host.ctypes.data),
-                      _c_size(self.nbytes), stream.handle)
+                _async_call(host)("cuMemcpyHtoDAsync_v2", ctypes.c_uint64(self.ptr), _c_ptr(host.ctypes.data),
+                                  _c_size(self.nbytes), stream.handle)
+
+
+def _async_call(host):
+    """How to make an asynchronous copy to or from host: holding the GIL (_quick_call) where host is
+    page-locked memory of pinned_array's, which the driver queues and returns from at once; else
+    (pageable memory, which the driver copies before it returns) letting go of it."""
+    base = host
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return _quick_call if isinstance(getattr(base, "_keeper", None), _PinnedBuffer) else _call
 
 
 def _check_host(host, nbytes):

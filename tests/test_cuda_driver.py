@@ -3,6 +3,8 @@ a launch finds the overload `gpualign compile` stored) and laid out as numba's k
 device arrays' slices, views and reshapes. The launches themselves are checked on a GPU: records
 through the driver equal numba.cuda's and the CPU backend's (BENCHMARKS.md)."""
 
+import ctypes
+
 import numba
 import numpy as np
 import pytest
@@ -65,3 +67,16 @@ def test_a_launch_without_stored_code_says_so():
     kernel = cuda_driver.Kernel("cuda_kernels._exact_kernel", {})
     with pytest.raises(cuda_driver.DriverError, match="no machine code stored"):
         kernel[1, 32](device((4,), np.int64), 3)
+
+
+def test_async_copies_of_page_locked_memory_keep_the_gil():
+    """An asynchronous copy of pinned_array's memory returns at once, so it is made holding the GIL
+    (_quick_call), through any view the staging buffers hand out; pageable memory, which the driver
+    copies before returning, lets go of it (_call)."""
+    owner = (ctypes.c_uint8 * 64)()
+    owner._keeper = cuda_driver._PinnedBuffer(0)   # as pinned_array keeps its memory (freeing 0 does nothing here)
+    pinned = np.frombuffer(owner, dtype=np.uint8)[:48].view(np.int64).reshape(2, 3)
+    assert cuda_driver._async_call(pinned) is cuda_driver._quick_call
+    assert cuda_driver._async_call(pinned[1]) is cuda_driver._quick_call
+    assert cuda_driver._async_call(np.zeros(6, dtype=np.int64)) is cuda_driver._call
+    assert cuda_driver._async_call(np.frombuffer((ctypes.c_uint8 * 8)(), dtype=np.uint8)) is cuda_driver._call
