@@ -159,7 +159,8 @@ def parse_records(buf, n, seq_ok, whitespace, code, want_comments):
     into functions per field, the position in the buffer and the first failure would have to be
     handed back and forth for every line. The bases and qualities are converted without a branch
     a byte (a code table whose invalid entries have bit 7 set; the qualities' lowest and highest),
-    and the first bad byte is looked for only where there is one: 2x faster on 100 bp reads.
+    and the first bad byte is looked for only where there is one (370-450 -> 315-345 ns a 100 bp
+    record on the 2-core machine).
     """
     checked = np.empty(256, dtype=np.uint8)   # a base's code, or 128 for a byte that is not a base
     for c in range(256):
