@@ -5,6 +5,7 @@ import struct
 
 import numpy as np
 
+from gpualign import fastq
 from gpualign.bam.bai import LINEAR_SHIFT, PSEUDO_BIN
 from gpualign.sam import FLAG_UNMAPPED
 
@@ -545,3 +546,24 @@ def regrouped_by_sort(cand, new_read, new_key, new_ext):
     start[1:] = np.cumsum(np.bincount(reads, minlength=len(cand.start) - 1))
     return Candidates(reads[order], np.concatenate((cand.key, new_key))[order], start,
                       np.concatenate((cand.ext, new_ext))[order])
+
+
+def parse_fastq(text: bytes):
+    """fastq.parse_records' reference: (name, bases, qualities) of each record by splitting lines, or the code
+    of the first failure (fastq.BAD_*)."""
+    lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in text.split(b"\n")[:-1]]
+    out = []
+    for r in range(len(lines) // 4):
+        h, s, p, q = lines[4 * r:4 * r + 4]
+        if len(h) < 2 or h[:1] != b"@" or h[1:2] in b" \t\r\n\x0b\x0c":
+            return fastq.BAD_HEADER
+        if not p.startswith(b"+"):
+            return fastq.BAD_PLUS
+        if len(s) != len(q):
+            return fastq.BAD_LENGTHS
+        if any(not fastq.SEQ_OK[c] for c in s):
+            return fastq.BAD_BASE
+        if any(c < 33 or c > 126 for c in q):
+            return fastq.BAD_QUAL
+        out.append((h[1:].split()[0], s, q))
+    return out

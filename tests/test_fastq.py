@@ -7,6 +7,7 @@ import gzip
 import numpy as np
 import pytest
 
+import naive
 from gpualign.errors import InputError
 from gpualign import fastq as fastq_module
 from gpualign.fastq import encode_fastq, read_batches
@@ -270,25 +271,6 @@ def test_cut_records_finds_the_end_of_record_n_as_a_line_count_does(rng):
         assert fastq_module.cut_records(np.frombuffer(data, dtype=np.uint8), start, max_records) == (end if n else start, n)
 
 
-def plain_parse(text: bytes):
-    """The reference: (name, bases, qualities) of each record by splitting lines, or the first failure's code."""
-    lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in text.split(b"\n")[:-1]]
-    out = []
-    for r in range(len(lines) // 4):
-        h, s, p, q = lines[4 * r:4 * r + 4]
-        if len(h) < 2 or h[:1] != b"@" or h[1:2] in b" \t\r\n\x0b\x0c":
-            return fastq_module.BAD_HEADER
-        if not p.startswith(b"+"):
-            return fastq_module.BAD_PLUS
-        if len(s) != len(q):
-            return fastq_module.BAD_LENGTHS
-        if any(not fastq_module.SEQ_OK[c] for c in s):
-            return fastq_module.BAD_BASE
-        if any(c < 33 or c > 126 for c in q):
-            return fastq_module.BAD_QUAL
-        out.append((h[1:].split()[0], s, q))
-    return out
-
 
 def test_guessed_line_ends_give_what_splitting_lines_gives(rng):
     """parse_records guesses each line's end from the record before's (fastq.line_from): reads of
@@ -309,7 +291,7 @@ def test_guessed_line_ends_give_what_splitting_lines_gives(rng):
                 qual = qual[:1] + b"\x0b" + qual[2:]    # a control byte in it
             parts.append(b"@" + name + nl + seq + nl + b"+" + nl + qual + nl)
         text = b"".join(parts)
-        want = plain_parse(text)
+        want = naive.parse_fastq(text)
         buf = np.frombuffer(text, dtype=np.uint8)
         status, record, _, names, name_off, codes, quals, read_off, _, _ = fastq_module.parse_records(
             buf, len(parts), fastq_module.SEQ_OK, fastq_module.WHITESPACE, fastq_module.CODE, False)
