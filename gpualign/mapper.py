@@ -54,6 +54,7 @@ class BatchResult:
     mapped: np.ndarray    # indices of mapped reads in the batch
     proper: np.ndarray | None = None   # paired batches: 1 where the read is part of a proper pair
     inserts: np.ndarray | None = None  # paired batches: pairing.insert_estimates of each block
+    records: tuple | None = None       # the BAM records where the backend made them: (bytes, offsets, sort keys)
 
 
 class StageTimes:
@@ -78,15 +79,18 @@ class StageTimes:
         return ", ".join(f"{stage} {sec:.2f} s" for stage, sec in self.seconds.items())
 
 
-def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTimes | None = None) -> BatchResult:
+def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTimes | None = None,
+              rg: bytes | None = None) -> BatchResult:
     """Each read's best placement on its own, and its alignment. A backend with single_end_batch
-    (cuda) runs the stages below as one chain in its own memory."""
+    (cuda) runs the stages below as one chain in its own memory, and with rg (BAM output: the read
+    group ID's bytes, empty for none) makes the BAM records there too."""
     times = times or StageTimes()
     resident = getattr(backend, "single_end_batch", None)
     if resident is not None:
         with times("mapping (resident on the GPU)"):
-            *choice, ops, lens, trace_rows, md, mapped = resident(batch, genome, index, p)
-        return BatchResult(*choice, ops=ops, lens=lens, trace=trace_rows, md=MdNm(*md), mapped=mapped)
+            *choice, ops, lens, trace_rows, md, mapped, records = resident(
+                batch, genome, index, p, None if rg is None else np.frombuffer(rg, dtype=np.uint8))
+        return BatchResult(*choice, ops=ops, lens=lens, trace=trace_rows, md=MdNm(*md), mapped=mapped, records=records)
     exact, cand, unseen = extended_candidates(batch, genome, index, p, backend, times, multi_exact=False)
     loci = timed_loci(cand, batch, p, times)
     choice = single_end_choice(batch, cand.start, cand.key, loci, unseen, p, times)
@@ -198,16 +202,19 @@ def with_rescued(cand: Candidates, new_read, new_key, new_ext) -> Candidates:
 
 
 def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTimes, paired: bool = False,
-                   in_flight: int | None = None):
+                   in_flight: int | None = None, rg: bytes | None = None):
     """(batch, result) in input order. in_flight > 1 (default: the backend's BATCHES_IN_FLIGHT; cuda
     has 3) maps that many batches at once on threads of their own, so one batch's GPU work overlaps
-    another's host work; results do not depend on it (every read is mapped on its own)."""
+    another's host work; results do not depend on it (every read is mapped on its own). rg: BAM
+    output, whose records the backend may make (map_batch)."""
     def map_one(batch):
         if batch.k != index.k:
             raise InputError(f"reads were encoded with k={batch.k} but the index has k={index.k}")
         with times("prepare reads"):
             batch = backend.prepare_reads(batch)
-        return batch, (map_pair_batch if paired else map_batch)(batch, genome, index, p, backend, times)
+        if paired:
+            return batch, map_pair_batch(batch, genome, index, p, backend, times)
+        return batch, map_batch(batch, genome, index, p, backend, times, rg)
 
     def timed(source):
         source = iter(source)
@@ -340,7 +347,8 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
         else:
             out = UnsortedBam(out_path, header, encode, compression_level, threads)
         progress = Progress(log, backend.NAME)
-        mapped = mapped_batches(batches, genome, index, p, backend, times, paired, in_flight)
+        mapped = mapped_batches(batches, genome, index, p, backend, times, paired, in_flight,
+                                None if sam else (rg_id or "").encode())
         try:
             for batch, res in mapped:
                 if sam:

@@ -74,6 +74,44 @@ def test_batches_in_flight_on_streams_give_the_cpu_records_in_order(monkeypatch,
     assert [r.split("\t")[0] for r in records["cpu"]] == [batch.name(i) for i in range(len(batch))]
 
 
+def test_records_made_on_the_gpu_reach_the_bam_as_the_cpus(monkeypatch, world, tmp_path):
+    """Single-end batches' BAM records are made on the GPU (records_on_device): sorted, with a read
+    group, duplicates marked (their fields from the host) and FASTQ comments appended, the BAM holds
+    the cpu backend's records; and a batch whose records overflow the GPU's buffer is encoded on the
+    host instead, to the same records."""
+    from gpualign.reads import encode_reads as encode
+    rng, genome, seqs, index = world
+    batch, (names, reads, quals) = simulate_reads(rng, seqs, 14, length=50, n_rate=0.01)
+    dup = [reads[0], reads[1]]   # two duplicates of the first two reads
+    batch = encode(names + [b"d0", b"d1"], reads + dup, [bytes(q + 33 for q in x) for x in quals + quals[:2]], 8,
+                   comments=[b"BC:Z:%d" % i for i in range(16)])
+    monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
+    p = MapParams(max_indels=3, min_score=15, max_candidates=2, max_hits=24, batch_size=8)
+    made = []
+    real = resident.single_end_batch
+
+    def watched(*args, **kwargs):
+        out = real(*args, **kwargs)
+        made.append(out[-1] is not None)
+        return out
+
+    monkeypatch.setattr(resident, "single_end_batch", watched)
+    monkeypatch.setattr(cuda, "single_end_batch", watched)
+    records = {}
+    for name, capacity in (("cpu", None), ("cuda", None), ("overflow", 10)):
+        if capacity:
+            monkeypatch.setattr(cuda, "record_capacity", lambda *a: capacity)
+        out = str(tmp_path / f"{name}.bam")
+        map_reads(genome, index, batch, out, p, backend_name="cpu" if name == "cpu" else "cuda", threads=2,
+                  read_group={"ID": "grp-1", "SM": "s"}, sort=True, markdup=True, log=lambda msg: None)
+        with pysam.AlignmentFile(out, check_sq=False) as bam:
+            records[name] = [r.to_string() for r in bam]
+    assert made == [False, True, True, False, False, False]   # (a warm-up read first) made on the GPU; overflowed
+    assert records["cuda"] == records["cpu"] == records["overflow"]
+    assert sum("\tRG:Z:grp-1" in r and "BC:Z:" in r for r in records["cpu"]) == len(batch)
+    assert sum(int(r.split("\t")[1]) & 0x400 != 0 for r in records["cpu"]) >= 1
+
+
 def test_a_trace_puts_every_kernel_launch_on_the_gpu_timeline(monkeypatch, world, tmp_path):
     """With GPUALIGN_TRACE, each launch is timed by CUDA events and appears on a thread "GPU" (in the
     simulator the events' times are meaningless; the rows must be there, one per launch)."""

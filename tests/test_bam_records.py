@@ -4,6 +4,8 @@ its MD and NM (the one implementation, for BAM and SAM text alike) on hand-worke
 the naive reference on random alignments; CIGARs with soft clips (sam_records.full_cigar). Random
 inputs come from the seeded `rng`."""
 
+import types
+
 import numpy as np
 import pysam
 import pytest
@@ -125,14 +127,13 @@ def test_full_cigar_adds_soft_clips():
     assert full_cigar(ops, lens, 1, 0, 5, 5) == [(OP_M, 5)]
 
 
-def test_record_bound_holds_for_the_worst_md_and_cigars(rng):
-    """encode_batch writes records into a buffer sized by record_bound, without measuring them first:
-    the bound must hold for every record, down to reads that mismatch everywhere, alternate one-base
-    deletions with one-base matches, carry a mate's long CIGAR, and a read group."""
-    from gpualign.bam.records import encode_record, record_bound, record_fields
+def worst_records_batch(rng, pairs=40):
+    """reads, aln, ref and md of 2 * pairs random reads (record_bound's worst cases): reads that
+    mismatch everywhere, alternate one-base deletions with one-base matches or carry many
+    insertions, on both strands; a tenth unmapped."""
     from gpualign.md import md_of_rows
     from gpualign.encode import STRAND_BIT
-    glen, pairs = 4000, 40
+    glen = 4000
     gcodes = rng.integers(0, 4, size=glen).astype(np.uint8)
     ref = (pack_codes(gcodes), pack_nmask(gcodes), np.array([0], dtype=np.int64))
     n_reads = 2 * pairs
@@ -147,7 +148,8 @@ def test_record_bound_holds_for_the_worst_md_and_cigars(rng):
     lens = np.zeros((n_reads, width), dtype=np.int32)
     trace = np.zeros((n_reads, TR_COLUMNS), dtype=np.int64)
     for r, n in enumerate(lengths):
-        style, x, left = rng.integers(3), 0, int(n)
+        clip = rng.integers(0, 3, size=2) * (n > 8)   # soft clips at either end of some reads
+        style, x, left = rng.integers(3), 0, int(n - clip.sum())
         while left > 0:   # M runs broken by D (style 0: 1-base each), or by I (style 1), or M only
             m = 1 if style == 0 else int(rng.integers(1, left + 1))
             ops[r, x], lens[r, x] = OP_M, min(m, left)
@@ -157,7 +159,7 @@ def test_record_bound_holds_for_the_worst_md_and_cigars(rng):
                 ops[r, x], lens[r, x] = (OP_D, int(rng.integers(1, 4))) if style == 0 else (OP_I, 1)
                 left -= 1 if style == 1 else 0
                 x += 1
-        trace[r, TR_NOPS], trace[r, TR_READ_START], trace[r, TR_END_ROW] = x, 0, n
+        trace[r, TR_NOPS], trace[r, TR_READ_START], trace[r, TR_END_ROW] = x, clip[0], n - clip[1]
         trace[r, TR_REF_START] = int(rng.integers(0, glen - 3 * n - 10))
     mapped = rng.random(n_reads) < 0.9
     row_of = np.where(mapped, np.arange(n_reads), -1).astype(np.int64)
@@ -168,9 +170,70 @@ def test_record_bound_holds_for_the_worst_md_and_cigars(rng):
                                for a, b in zip(read_off[:-1], read_off[1:])]).astype(np.uint8)
     md = md_of_rows(np.arange(n_reads), np.where(mapped, key, -1), codes, rc_codes, read_off, ops, lens, trace,
                     *ref[:2])
+    return reads, aln, ref, md
+
+
+def test_record_bound_holds_for_the_worst_md_and_cigars(rng):
+    """encode_batch writes records into a buffer sized by record_bound, without measuring them first:
+    the bound must hold for every record, down to reads that mismatch everywhere, alternate one-base
+    deletions with one-base matches, carry a mate's long CIGAR, and a read group."""
+    from gpualign.bam.records import encode_record, record_bound, record_fields
+    reads, aln, ref, md = worst_records_batch(rng)
+    n_reads = len(reads[4]) - 1
     for paired in (False, True):
         fields = record_fields(aln, ref, np.ones(n_reads, dtype=np.int64), paired, 0, n_reads)
         for rg in (np.zeros(0, dtype=np.uint8), np.frombuffer(b"a-long-read-group-id", dtype=np.uint8)):
             for r in range(n_reads):
                 size = encode_record(r, reads, aln, md, rg, fields[r], np.zeros(1, dtype=np.uint8), 0, False, MEMMOVE)
                 assert size <= record_bound(r, reads, aln, md, rg, paired), (r, paired)
+
+
+@pytest.mark.parametrize("paired", [False, True])
+@pytest.mark.parametrize("rg", [b"", b"grp-1"])
+def test_the_gpus_records_are_the_hosts(rng, paired, rg):
+    """cuda.records_on_device (the GPU's kernel, put_record as a device function, its fields a thread
+    a read) gives encode_batch's bytes, offsets and sort keys, on record_bound's worst cases with soft
+    clips, unmapped reads and mates, in the GPU's CIGAR layout ([op, row]) and rows apart from reads;
+    and writes nothing where the records overflow the buffer it is given."""
+    from numba import cuda as numba_cuda
+    from gpualign.backends import cuda
+    from gpualign.bam.records import encode_batch
+    reads, aln, ref, md = worst_records_batch(rng, pairs=12)
+    n = len(reads[4]) - 1
+    row_of, key, mapq, score, sub, ops, lens, trace = aln
+    key = np.where(row_of >= 0, key, -1)
+    sub = np.where(rng.random(n) < 0.5, score - 7, -1)      # XS on some
+    mapq = rng.integers(0, 61, size=n)
+    perm = rng.permutation(n)                                 # traceback rows in another order than reads
+    rows = np.full(n, -1, dtype=np.int64)
+    rows[row_of >= 0] = perm[row_of[row_of >= 0]]
+    rows[[2, 3, 5]] = -1   # a fragment unmapped, and a read whose mate mapped
+    key[[2, 3, 5]] = -1
+    inverse = np.argsort(perm)
+    t_ops, t_lens, t_trace = ops[inverse], lens[inverse], trace[inverse]
+    text, md_off, nm = md
+    sizes = np.diff(md_off)[inverse]
+    t_md_off = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    t_text = np.concatenate([text[md_off[i]:md_off[i + 1]] for i in inverse] + [np.zeros(0, np.uint8)])
+    proper = (rng.random(n) < 0.7).astype(np.int64)
+    rgb = np.frombuffer(rg, dtype=np.uint8)
+    host = encode_batch(reads, (rows, key, mapq, score, sub, t_ops, t_lens, t_trace), ref, (t_text, t_md_off, nm[inverse]),
+                        rgb, proper, paired, 0, n, MEMMOVE, False)[:3]
+    assert host[2][2] == np.iinfo(np.int64).max   # unmapped records sort last
+    on = numba_cuda.to_device
+    dev = [on(a) for a in reads]
+    off, buf, keys = cuda.records_on_device(
+        False, on(rows), tuple(on(a) for a in (key, mapq, score, sub)), on(proper), paired, dev,
+        on(np.ascontiguousarray(t_ops.T)), on(np.ascontiguousarray(t_lens.T)), on(t_trace),
+        (on(np.append(t_text, 0).astype(np.uint8)), on(t_md_off), on(nm[inverse])),
+        types.SimpleNamespace(offsets=ref[2]), rgb, int(host[1][-1]))
+    got_off = off.copy_to_host()
+    assert np.array_equal(got_off, host[1])
+    assert np.array_equal(keys.copy_to_host()[:n], host[2])
+    assert np.array_equal(buf.copy_to_host()[:got_off[-1]], host[0])
+    off, buf, _ = cuda.records_on_device(   # one byte short: nothing written
+        False, on(rows), tuple(on(a) for a in (key, mapq, score, sub)), on(proper), paired, dev,
+        on(np.ascontiguousarray(t_ops.T)), on(np.ascontiguousarray(t_lens.T)), on(t_trace),
+        (on(np.append(t_text, 0).astype(np.uint8)), on(t_md_off), on(nm[inverse])),
+        types.SimpleNamespace(offsets=ref[2]), rgb, int(host[1][-1]) - 1)
+    assert off.copy_to_host()[-1] == host[1][-1]

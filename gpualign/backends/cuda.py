@@ -523,6 +523,42 @@ def md_on_device(by_read, sel_read, sel_key, read_arrays, ops, lens, trace, geno
     return md_off, text, nm
 
 
+def record_capacity(reads, rg_len: int, paired: bool, t: int) -> int:
+    """Bytes the GPU's buffer for a batch's BAM records is given (records_on_device), from lengths
+    alone: each record's fixed fields, name, SEQ, QUAL and RG exactly, and an allowance a read for
+    CIGAR and tags that holds 2t + 1 operations and the longest MD of the band (md.md_bound). A
+    record may exceed its allowance (more operations); the batch overflows only where the sum does."""
+    n, bases = len(reads), int(reads.read_off[-1])
+    maxlen = int(reads.lengths.max(initial=1))
+    ops = 2 * t + 3   # soft clips included
+    tags = 7 + 3 + md_bound(1, maxlen, t) + 1 + 7 + 7 + (4 + 6 * ops + 1 + 7 if paired else 0)
+    fixed = 36 + 1 + (rg_len + 4 if rg_len else 0) + 4 * ops + tags
+    return n * fixed + int(reads.name_off[-1]) + (bases + n) // 2 + n + bases
+
+
+def records_on_device(by_read, row_of, choice, proper, paired, read_arrays, ops, lens, trace, md, genome, rg,
+                      capacity):
+    """Each read's BAM record made on the GPU by bam/records.py's own function (cuda_kernels._records_kernel:
+    measured, the sizes summed by a scan, written), from the traceback's rows as they lie on the GPU:
+    (offsets, bytes, sort keys) as device arrays. The bytes are written only where all fit `capacity`
+    (offsets[-1] tells). choice: (key, mapq, score, sub); read_arrays: (names, name_off, codes,
+    quals, read_off); md: (text, offsets, nm); ops, lens: [op, row]; a read's row is its own (by_read)
+    or row_of's; rg: the read group ID's bytes."""
+    n = read_arrays[-1].shape[0] - 1
+    rec_off = _empty("record offsets", n + 1, np.int64)
+    keys = _empty("record keys", max(n, 1), np.int64)
+    buf = _empty("records", capacity, np.uint8)
+    key, mapq, score, sub = choice
+    text, md_off, nm = md
+    args = (by_read, row_of, key, mapq, score, sub, proper, paired, *read_arrays, ops, lens, trace, text, md_off, nm,
+            _on_device(genome.offsets), _upload("read group", rg) if len(rg) else _empty("read group", 0, np.uint8),
+            rec_off, buf, keys)
+    _launch(K._records_kernel, n, False, *args)
+    scan_on_device(rec_off, 1, n, rec_off)
+    _launch(K._records_kernel, n, True, *args)
+    return rec_off, buf, keys
+
+
 def rescue_stage(reads, genome, task_read, task_strand, task_start, task_len, p):
     """rescue_align of each task, a block of threads a task (rescue_block.py)."""
     m = len(task_read)

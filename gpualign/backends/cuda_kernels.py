@@ -20,6 +20,7 @@ from numba import cuda
 from numba.cuda.core import config as cuda_core_config
 
 from .. import choose, encode, extend, md, seed
+from ..bam import records
 from ..extend import PAIR_DONE, RESCUE_COL, RESCUE_ROW, RESCUE_SCORE
 from ..options import MAX_INDELS
 from .launch import CLOSE_SHARED_THREADS, NARROW_T, SCAN_SHARED
@@ -46,7 +47,11 @@ _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read
                     "banded_dp", "banded_scores", "local_can_win", "best_clipped_segment", "local_may_win",
                     "skip_local", "open_pair", "close_pair", "push_op", "traceback", "open_trace", "close_trace"],
            choose: ["locus_scores", "mapq_of", "choose_one", "place_exact_copy"],
-           md: ["put_decimal", "md_and_nm", "md_of_row"]}
+           md: ["put_decimal", "md_and_nm", "md_of_row"],
+           records: ["reg2bin", "put_int", "put_tag_head", "put_int_tag", "read_alone", "read_fields", "sort_key",
+                     "put_cigar_op", "put_cigar", "put_seq_qual", "put_alignment_tags", "put_mate_tags", "put_record"]}
+# functions whose device version is another text: the GPU has no memmove
+_STANDINS = {"copy_bytes": records.copy_bytes_loop}
 
 
 def _device_functions():
@@ -59,6 +64,8 @@ def _device_functions():
         for name in names:
             py = getattr(module, name).py_func
             g[name] = cuda.jit(device=True)(types.FunctionType(py.__code__, g, name, py.__defaults__))
+    for name, py in _STANDINS.items():
+        g[name] = cuda.jit(device=True)(types.FunctionType(py.__code__, g, name, py.__defaults__))
     return g
 
 
@@ -72,6 +79,9 @@ d_close_pair = _dev["close_pair"]
 d_open_trace = _dev["open_trace"]
 d_close_trace = _dev["close_trace"]
 d_md_of_row = _dev["md_of_row"]
+d_read_fields = _dev["read_fields"]
+d_sort_key = _dev["sort_key"]
+d_put_record = _dev["put_record"]
 
 
 @cuda.jit(cache=True)
@@ -244,6 +254,32 @@ def _md_kernel(write, by_read, sel_read, sel_key, codes, rc_codes, read_off, ops
                                 g_nmask, text, 0, False)
         md_off[x + 1] = end
         nm[x] = nm_x
+
+
+@cuda.jit(cache=True)
+def _records_kernel(write, by_read, row_of, key, mapq, score, sub, proper, paired, names, name_off, codes, quals,
+                    read_off, ops, lens, trace, text, md_off, nm, c_off, rg, rec_off, buf, keys):
+    """Each read's BAM record (records.put_record, the host's own function), a thread a read: measured
+    (write False: its size to rec_off[r + 1], its sort key to keys[r]), or written at rec_off[r] once
+    cuda.scan_on_device has summed the sizes, unless they overflow buf (the host then encodes the
+    batch itself). The read's traceback row: r where it mapped (by_read), else row_of[r]; CIGARs at
+    ops/lens[x, row] (the GPU's layout, [op, row])."""
+    r = cuda.grid(1)
+    n = read_off.shape[0] - 1
+    if r >= n or (write and rec_off[n] > buf.shape[0]):
+        return
+    row = (r if key[r] >= 0 else -1) if by_read else row_of[r]
+    mate_row = -1
+    if paired:
+        mate_row = ((r ^ 1) if key[r ^ 1] >= 0 else -1) if by_read else row_of[r ^ 1]
+    fields = d_read_fields(r, row, mate_row, key, mapq, proper, paired, trace, ops, lens, c_off)
+    if write:
+        d_put_record(r, row, names, name_off, codes, quals, read_off, mapq, score, sub, ops, lens, trace, text, md_off,
+                     nm, rg, fields, mate_row, buf, rec_off[r], True, 0)
+    else:
+        rec_off[r + 1] = d_put_record(r, row, names, name_off, codes, quals, read_off, mapq, score, sub, ops, lens,
+                                      trace, text, md_off, nm, rg, fields, mate_row, buf, 0, False, 0)
+        keys[r] = d_sort_key(fields[0], fields[1], fields[2])
 
 
 @cuda.jit(device=True)

@@ -67,9 +67,9 @@ def _batch_on_device(reads):
     return arrays, on[2 * n + 2:3 * n + 2], *(on[3 * n + 2 + c:3 * n + 3 + c] for c in range(4))
 
 
-def _chain(reads, genome, index, p, single_end):
-    """The stages up to the choice (single-end: and traceback), launched on this thread's stream.
-    Returns the device arrays by name."""
+def _chain(reads, genome, index, p, single_end, rg=None):
+    """The stages up to the choice (single-end: and traceback, and with rg, the read group ID's bytes,
+    the BAM records), launched on this thread's stream. Returns the device arrays by name."""
     n, tn, t = len(reads), p.tuning, p.max_indels
     emax = p.max_exact
     widen = tn.reseed_hits > 0
@@ -141,6 +141,14 @@ def _chain(reads, genome, index, p, single_end):
                                   genome, p, maxlen, d["ops"], d["lens"], d["trace"])
         d["md offsets"], d["md text"], d["nm"] = cu.md_on_device(True, d["key"], d["key"], (codes, rc_codes, read_off),
                                                                  d["ops"], d["lens"], d["trace"], genome, maxlen, t)
+        if rg is not None:
+            width = 2 * maxlen + 2
+            d["capacity"] = cu.record_capacity(reads, len(rg), False, t)
+            d["record offsets"], d["records"], d["record keys"] = cu.records_on_device(
+                True, d["key"], tuple(d[f] for f in ("key", "mapq", "score", "sub")), d["key"], False,
+                cu._read_arrays(reads, "names", "name_off", "codes", "quals", "read_off"),
+                d["ops"][:width * n].reshape(width, n), d["lens"][:width * n].reshape(width, n), d["trace"],
+                (d["md text"], d["md offsets"], d["nm"]), genome, rg, d["capacity"])
     return d
 
 
@@ -157,22 +165,30 @@ def _empty_batch(single_end):
         none, (none, none, none, none, np.zeros(0, np.bool_)), (none,) * 5
 
 
-def single_end_batch(reads, genome, index, p):
+def single_end_batch(reads, genome, index, p, rg=None):
     """mapper.map_batch's result fields for a single-end batch, computed on the GPU:
-    (key, local, score, sub, mapq, ops, lens, trace, md, mapped)."""
+    (key, local, score, sub, mapq, ops, lens, trace, md, mapped, records); with rg (the read group ID's
+    bytes, empty for none) the reads' BAM records too, as records.batch_bam_records takes them
+    ((bytes, offsets, sort keys); None where rg is None or the batch's records overflowed the GPU's
+    buffer)."""
     n = len(reads)
     if n == 0:
-        return _empty_batch(True)
-    d = _chain(reads, genome, index, p, single_end=True)
-    *choice, out, md_off, nm = cu._fetch(*(d[f] for f in CHOICE), d["trace"], d["md offsets"], d["nm"])
+        return (*_empty_batch(True), None)
+    d = _chain(reads, genome, index, p, single_end=True, rg=rg)
+    encoded = "records" in d
+    *choice, out, md_off, nm, rec_off, rec_keys = cu._fetch(
+        *(d[f] for f in CHOICE), d["trace"], d["md offsets"], d["nm"],
+        *((d["record offsets"], d["record keys"][:n]) if encoded else (d["md offsets"][:1], d["nm"][:1])))
     width = max(1, int(out[:, TR_NOPS].max(initial=0)))
-    ops, lens, text = cu._fetch(d["ops"][:width * n], d["lens"][:width * n], d["md text"][:int(md_off[n])])
+    fits = encoded and rec_off[n] <= d["capacity"]
+    ops, lens, text, *rec = cu._fetch(d["ops"][:width * n], d["lens"][:width * n], d["md text"][:int(md_off[n])],
+                                      *((d["records"][:int(rec_off[n])],) if fits else ()))
     mapped = np.flatnonzero(choice[0] >= 0)
     out = out[mapped]
     ops, lens = extend.tidy_cigars(ops.reshape(width, n).T[mapped], lens.reshape(width, n).T[mapped], out[:, TR_NOPS])
     # an unmapped read's MD is empty, so the mapped reads' strings lie end to end in the text
     md = (text, np.append(md_off[mapped], md_off[n]), nm[mapped])
-    return (*choice, ops, lens, out, md, mapped)
+    return (*choice, ops, lens, out, md, mapped, (rec[0], rec_off, rec_keys) if fits else None)
 
 
 def candidates_and_choice(reads, genome, index, p):
@@ -219,6 +235,11 @@ def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
         slots["traceback integers"] = 8 * (3 * n + 1)
         slots |= {f: 8 * tasks for f in ("task_read", "task_strand", "task_start", "task_len", "pair_read", "pair_key")}
         slots |= {"rescue": 8 * extend.RESCUE_COLUMNS * tasks, "extension counters": 16}
+    if single_end:   # the BAM records (names: BAM's longest)
+        slots |= {"names": n * 254, "name_off": 8 * (n + 1), "quals": n * maxlen, "record offsets": 8 * (n + 1),
+                  "record keys": 8 * n, "read group": 256,
+                  "records": n * (254 + 36 + 1 + 256 + 4 + 4 * (2 * t + 3) + 7 + 3 + md_bound(1, maxlen, t) + 1 + 14
+                                  + (maxlen + 1) // 2 + maxlen)}
     slots |= {"ops": traced * (2 * maxlen + 2), "lens": 4 * traced * (2 * maxlen + 2),
               "traceback": 8 * TR_COLUMNS * traced, "listed traces": 8 * traced,
               "traceback bytes": cu.close_trace_bytes(traced, maxlen, t),

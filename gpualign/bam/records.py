@@ -62,7 +62,7 @@ DUP_RID_SHIFT, DUP_POS_BIAS = 35, 1 << 32
 def put_int(buf, off, value, nbytes, write):
     """Little-endian integer of nbytes at off; returns the offset after it."""
     if write:
-        v = value & ((1 << (8 * nbytes)) - 1)
+        v = np.int64(value) & ((np.int64(1) << (8 * nbytes)) - 1)   # int64: numpy's int32 would overflow (simulator)
         for i in range(nbytes):
             buf[off + i] = (v >> (8 * i)) & 0xFF
     return off + nbytes
@@ -145,6 +145,62 @@ def record_fields(aln, ref, proper, paired, first, last):
     return f
 
 
+@njit(cache=True, nogil=True)
+def read_alone(r, row, key, trace, ops, lens, c_off):
+    """Read r's own flag (reverse, or unmapped), refID, position and end (row: its traceback row, -1
+    unmapped; its CIGAR at ops/lens[x, row], as put_cigar reads it)."""
+    if row < 0:
+        return FLAG_UNMAPPED, -1, -1, -1
+    gstart = trace[row, TR_REF_START]
+    rid = contig_of(c_off, gstart)
+    span = 0
+    for x in range(trace[row, TR_NOPS]):
+        if ops[x, row] == OP_M or ops[x, row] == OP_D:
+            span += lens[x, row]
+    pos = gstart - c_off[rid]
+    return (FLAG_REVERSE if key[r] >= STRAND_BIT else 0), rid, pos, pos + span
+
+
+@njit(cache=True, nogil=True)
+def read_fields(r, row, mate_row, key, mapq, proper, paired, trace, ops, lens, c_off):
+    """record_fields' row of read r as a tuple, from the read (traceback row `row`) and, paired, its
+    mate r ^ 1 (mate_row) alone: how the GPU's record kernel makes them, a thread a read."""
+    flag, rid, pos, end = read_alone(r, row, key, trace, ops, lens, c_off)
+    if not paired:
+        return flag, rid, pos, end, -1, -1, 0, -1
+    m = r ^ 1
+    mflag, m_rid, m_pos, m_end = read_alone(m, mate_row, key, trace, ops, lens, c_off)
+    mine, mates = row >= 0, mate_row >= 0
+    flag |= FLAG_PAIRED | (FLAG_READ1 if r % 2 == 0 else FLAG_READ2)
+    if not mates:
+        flag |= FLAG_MATE_UNMAPPED
+    elif mflag & FLAG_REVERSE:
+        flag |= FLAG_MATE_REVERSE
+    if mine and mates and proper[r]:
+        flag |= FLAG_PROPER
+    mrid, mpos, tlen, mq = -1, -1, 0, -1
+    if mates:
+        mrid, mpos, mq = m_rid, m_pos, mapq[m]
+        if not mine:   # placed at its mate
+            rid, pos = m_rid, m_pos
+    elif mine:
+        mrid, mpos = rid, pos
+    if mine and mates and rid == m_rid:
+        five = end if flag & FLAG_REVERSE else pos
+        mate_five = m_end if mflag & FLAG_REVERSE else m_pos
+        tlen = mate_five - five
+    return flag, rid, pos, end, mrid, mpos, tlen, mq
+
+
+@njit(cache=True, nogil=True, inline='always')
+def sort_key(flag, rid, pos):
+    """A record's coordinate sort key: contig, position, then forward before reverse strand (as
+    samtools); unmapped reads with no mapped mate last (UNMAPPED_KEY), in input order."""
+    if rid < 0:
+        return UNMAPPED_KEY
+    return (rid << 33) | (pos << 1) | (1 if flag & FLAG_REVERSE else 0)
+
+
 @njit(cache=True, nogil=True, inline='always')
 def put_cigar_op(buf, off, op, ln, text, write):
     """One CIGAR operation: binary (length << 4 | op) or as text ('12M')."""
@@ -159,16 +215,30 @@ def put_cigar_op(buf, off, op, ln, text, write):
 @njit(cache=True, nogil=True, inline='always')
 def put_cigar(buf, off, ops, lens, trace, row, n, text, write):
     """The CIGAR of a traceback row (read length n), soft clips included: binary (the record's
-    own) or as text (the MC tag)."""
+    own) or as text (the MC tag). Operation x of the row at ops/lens[x, row]: the host's
+    [rows, width] arrays transposed, or the GPU's layout as it is."""
     qs = trace[row, TR_READ_START]
     qe = trace[row, TR_END_ROW]
     if qs > 0:
         off = put_cigar_op(buf, off, OP_S, qs, text, write)
     for x in range(trace[row, TR_NOPS]):
-        off = put_cigar_op(buf, off, ops[row, x], lens[row, x], text, write)
+        off = put_cigar_op(buf, off, ops[x, row], lens[x, row], text, write)
     if qe < n:
         off = put_cigar_op(buf, off, OP_S, n - qe, text, write)
     return off
+
+
+@njit(cache=True, nogil=True)
+def copy_bytes(memmove, dst, doff, src, soff, n):
+    """dst[doff:doff + n] = src[soff:soff + n] through libc's memmove (numba's slice copy walks the
+    bytes); on the GPU (cuda_kernels' device functions) a loop of its own stands in."""
+    memmove(dst.ctypes.data + doff, src.ctypes.data + soff, n)
+
+
+def copy_bytes_loop(memmove, dst, doff, src, soff, n):
+    """copy_bytes on the GPU, where there is no memmove (memmove: unused)."""
+    for i in range(n):
+        dst[doff + i] = src[soff + i]
 
 
 @njit(cache=True, nogil=True, inline='always')
@@ -185,9 +255,10 @@ def put_seq_qual(buf, off, codes, qoff, quals, n, reverse, write, memmove):
     off += (n + 1) // 2
     if write:
         if reverse:
-            buf[off:off + n] = quals[qoff:qoff + n][::-1]
+            for i in range(n):
+                buf[off + i] = quals[qoff + n - 1 - i]
         else:
-            memmove(buf.ctypes.data + off, quals.ctypes.data + qoff, n)
+            copy_bytes(memmove, buf, off, quals, qoff, n)
     return off + n
 
 
@@ -198,7 +269,7 @@ def put_alignment_tags(buf, off, r, row, score, sub, text, md_off, nm, write, me
     off = put_tag_head(buf, off, 77, 68, 90, write)                      # MD:Z
     size = md_off[row + 1] - md_off[row]
     if write:
-        memmove(buf.ctypes.data + off, text.ctypes.data + md_off[row], size)
+        copy_bytes(memmove, buf, off, text, md_off[row], size)
         buf[off + size] = 0
     off = put_int_tag(buf, off + size + 1, 65, 83, score[r], write)     # AS
     if sub[r] >= 0:
@@ -226,8 +297,11 @@ def encode_record(r, reads, aln, md, rg, fields, buf, off, write, memmove):
     names, name_off, codes, quals, read_off = reads
     row_of, key, mapq, score, sub, ops, lens, trace = aln
     text, md_off, nm = md
-    return put_record(r, names, name_off, codes, quals, read_off, row_of, key, mapq, score, sub, ops, lens, trace,
-                      text, md_off, nm, rg, fields.reshape(1, -1), 0, buf, off, write, memmove)
+    mate_row = row_of[r ^ 1] if fields[F_FLAG] & FLAG_PAIRED else -1
+    return put_record(r, row_of[r], names, name_off, codes, quals, read_off, mapq, score, sub, ops.T, lens.T, trace,
+                      text, md_off, nm, rg, (fields[F_FLAG], fields[F_RID], fields[F_POS], fields[F_END], fields[F_MRID],
+                                             fields[F_MPOS], fields[F_TLEN], fields[F_MQ]), mate_row, buf, off, write,
+                      memmove)
 
 
 # put_record and bound_of take the arrays one by one, not as the tuples above: each array taken out of a
@@ -235,54 +309,54 @@ def encode_record(r, reads, aln, md, rg, fields, buf, off, write, memmove):
 # every encoding thread shares). Unpacked once a slice, a 100 bp record took 370 ns against 490 on the
 # 2-core machine (200,000 E. coli reads, the same bytes). Inlining the put_int helpers too, or calling the
 # put_* helpers instead of inlining them, was slower (380-440 ns): numba counts an inlined function's
-# array arguments in and out as well.
+# array arguments in and out as well. The same function writes the GPU's records (cuda_kernels'
+# device functions, copy_bytes a loop there), so both backends' bytes come from one text.
 @njit(cache=True, nogil=True, inline='always')
-def put_record(r, names, name_off, codes, quals, read_off, row_of, key, mapq, score, sub, ops, lens, trace, text,
-               md_off, nm, rg, fields, fr, buf, off, write, memmove):
-    """encode_record with its tuples unpacked; the record's fields are row fr of `fields`."""
+def put_record(r, row, names, name_off, codes, quals, read_off, mapq, score, sub, ops, lens, trace, text, md_off, nm,
+               rg, fields, mate_row, buf, off, write, memmove):
+    """The BAM record of read r (traceback row `row`, -1 unmapped) at off; returns the offset after it,
+    and with write False only measures. fields: its record_fields row as a tuple (read_fields');
+    its CIGAR at ops/lens[x, row] (put_cigar); mate_row: the mapped mate's traceback row (-1: none,
+    or single-end); rg: the read group ID's bytes. (At most 30 arguments: Python passes more as
+    *args, which numba cannot inline.)"""
+    flag, rid, pos, end, mrid, mpos, tlen, mq = fields
     start = off
-    row = row_of[r]
     n = read_off[r + 1] - read_off[r]
     lname = name_off[r + 1] - name_off[r]
-    pos = fields[fr, F_POS]   # an unmapped read sits at its mate's position when the mate mapped
     ncig = 0   # CIGAR operations, soft clips included
     if row >= 0:
         ncig = trace[row, TR_NOPS] + (1 if trace[row, TR_READ_START] > 0 else 0) \
             + (1 if trace[row, TR_END_ROW] < n else 0)
     off += 4                                   # block_size, filled below
-    off = put_int(buf, off, fields[fr, F_RID], 4, write)
-    off = put_int(buf, off, pos, 4, write)
+    off = put_int(buf, off, rid, 4, write)
+    off = put_int(buf, off, pos, 4, write)     # an unmapped read sits at its mate's position when the mate mapped
     off = put_int(buf, off, lname + 1, 1, write)
     off = put_int(buf, off, mapq[r] if row >= 0 else 0, 1, write)
-    off = put_int(buf, off, reg2bin(pos, max(fields[fr, F_END], pos + 1)) if pos >= 0 else reg2bin(-1, 0), 2, write)
+    off = put_int(buf, off, reg2bin(pos, max(end, pos + 1)) if pos >= 0 else reg2bin(-1, 0), 2, write)
     off = put_int(buf, off, ncig, 2, write)
-    off = put_int(buf, off, fields[fr, F_FLAG], 2, write)
+    off = put_int(buf, off, flag, 2, write)
     off = put_int(buf, off, n, 4, write)
-    off = put_int(buf, off, fields[fr, F_MRID], 4, write)      # next refID
-    off = put_int(buf, off, fields[fr, F_MPOS], 4, write)      # next pos
-    off = put_int(buf, off, fields[fr, F_TLEN], 4, write)
+    off = put_int(buf, off, mrid, 4, write)    # next refID
+    off = put_int(buf, off, mpos, 4, write)    # next pos
+    off = put_int(buf, off, tlen, 4, write)
     if write:
-        memmove(buf.ctypes.data + off, names.ctypes.data + name_off[r], lname)
-    off += lname
-    if write:
-        buf[off] = 0
-    off += 1
-    reverse = row >= 0 and key[r] >= STRAND_BIT
+        copy_bytes(memmove, buf, off, names, name_off[r], lname)
+        buf[off + lname] = 0
+    off += lname + 1
+    reverse = flag & FLAG_REVERSE != 0   # set for mapped reads on the reverse strand only
     if row >= 0:
         off = put_cigar(buf, off, ops, lens, trace, row, n, False, write)
     off = put_seq_qual(buf, off, codes, read_off[r], quals, n, reverse, write, memmove)
     if row >= 0:
         off = put_alignment_tags(buf, off, r, row, score, sub, text, md_off, nm, write, memmove)
-    m = r ^ 1
-    if fields[fr, F_FLAG] & FLAG_PAIRED and row_of[m] >= 0:
-        off = put_mate_tags(buf, off, row_of[m], read_off[m + 1] - read_off[m], ops, lens, trace, fields[fr, F_MQ],
-                            write)
+    if flag & FLAG_PAIRED and mate_row >= 0:
+        m = r ^ 1
+        off = put_mate_tags(buf, off, mate_row, read_off[m + 1] - read_off[m], ops, lens, trace, mq, write)
     if rg.shape[0] > 0:
         off = put_tag_head(buf, off, 82, 71, 90, write)                  # RG:Z
-        for i in range(rg.shape[0]):
-            if write:
-                buf[off + i] = rg[i]
         if write:
+            for i in range(rg.shape[0]):
+                buf[off + i] = rg[i]
             buf[off + rg.shape[0]] = 0
         off += rg.shape[0] + 1
     put_int(buf, start, off - start - 4, 4, write)
@@ -328,13 +402,16 @@ def encode_batch(reads, aln, ref, md, rg, proper, paired, first, last, memmove, 
         bound += bound_of(r, name_off, read_off, row_of, trace, md_off, rg.shape[0], paired)
     buf = np.empty(bound, dtype=np.uint8)   # written once, front to back: untouched pages cost nothing
     offsets = np.zeros(n + 1, dtype=np.int64)
-    keys = np.full(n, UNMAPPED_KEY, dtype=np.int64)
+    keys = np.empty(n, dtype=np.int64)
+    ops_t, lens_t = ops.T, lens.T
     for r in range(n):
-        offsets[r + 1] = put_record(first + r, names, name_off, codes, quals, read_off, row_of, key, mapq, score, sub,
-                                    ops, lens, trace, text, md_off, nm, rg, fields, r, buf, offsets[r], True, memmove)
-        if fields[r, F_RID] >= 0:
-            strand = 1 if fields[r, F_FLAG] & FLAG_REVERSE else 0
-            keys[r] = (fields[r, F_RID] << 33) | (fields[r, F_POS] << 1) | strand
+        g = first + r
+        f = fields[r]
+        offsets[r + 1] = put_record(g, row_of[g], names, name_off, codes, quals, read_off, mapq, score, sub, ops_t,
+                                    lens_t, trace, text, md_off, nm, rg, (f[F_FLAG], f[F_RID], f[F_POS], f[F_END],
+                                                                          f[F_MRID], f[F_MPOS], f[F_TLEN], f[F_MQ]),
+                                    row_of[g ^ 1] if f[F_FLAG] & FLAG_PAIRED else -1, buf, offsets[r], True, memmove)
+        keys[r] = sort_key(f[F_FLAG], f[F_RID], f[F_POS])
     dupf = dup_fields(reads, aln, fields, keys, paired, first, last) if dup else np.empty((0, D_COLS), np.int64)
     return buf[:offsets[n]], offsets, keys, dupf
 
@@ -419,7 +496,13 @@ def batch_bam_records(batch, res, genome, rg_id, first=0, last=None, dup=False):
     last = len(batch) if last is None else last
     rg = np.frombuffer((rg_id or "").encode(), dtype=np.uint8)
     reads, aln, ref, md, proper, paired = kernel_args(batch, res, genome)
-    buf, offsets, keys, dupf = encode_batch(reads, aln, ref, md, rg, proper, paired, first, last, MEMMOVE, dup)
+    if res.records is not None:   # made by the backend (the GPU's, records_on_device), with this rg
+        buf, offsets, keys = res.records
+        buf, offsets, keys = buf[offsets[first]:offsets[last]], offsets[first:last + 1] - offsets[first], keys[first:last]
+        dupf = dup_fields(reads, aln, record_fields(aln, ref, proper, paired, first, last), keys, paired, first,
+                          last) if dup else None
+    else:
+        buf, offsets, keys, dupf = encode_batch(reads, aln, ref, md, rg, proper, paired, first, last, MEMMOVE, dup)
     if dup:
         dupf[:, D_LOC] = name_locations(batch.names, batch.name_off, first, last)
     if batch.has_comments:   # read with -C: the comments' tags end each record
