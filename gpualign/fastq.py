@@ -394,9 +394,12 @@ def decoded_blocks(fh, sizes):
 
 def cut_batches(path, blocks, sizes, allow_empty, end_batches=1):
     """chunks' batches of the decoded `blocks` (decoded_blocks'); the last block's records in
-    end_batches batches (or more: none above the batch size)."""
+    end_batches batches (or more: none above the batch size). A block's records beyond its full
+    batches wait for the next block where they are fewer than half a batch: 48 MB of 100 bp reads
+    hold a batch and a twentieth, and the twentieth alone, as a batch of its own, took as much of a
+    mapping thread's time on the GPU host as a full one."""
     pending = np.zeros(0, dtype=np.uint8)
-    lines_before = 0
+    lines_before = size = 0
     eof = False
     while not eof:
         block, last = next(blocks)
@@ -406,14 +409,14 @@ def cut_batches(path, blocks, sizes, allow_empty, end_batches=1):
         buf = joined(pending, block)
         start = 0
         most = -(-newlines_in(buf, 0, len(buf)) // (4 * end_batches)) if last and end_batches > 1 else None
-        while True:   # every complete record now, in batches of at most batch_size
-            size = next(sizes)
+        while True:   # the complete records now, in batches of at most batch_size
+            size = size or next(sizes)
             end, n = cut_records(buf, start, size if most is None else max(1, min(size, most)))
-            if n == 0:
+            if n == 0 or (n < size // 2 and not last and not eof):   # a small rest waits for the next block
                 break
             yield buf[start:end], n, lines_before
             lines_before += 4 * n
-            start = end
+            start, size = end, 0
         pending = buf[start:]
         if eof and len(pending):
             raise InputError(f"reads {shown(path)} line {lines_before + 1}: truncated FASTQ record "

@@ -475,8 +475,9 @@ def traceback_with_records(reads, genome, sel_read, sel_key, sel_local, p, choic
     capacity = record_capacity(reads, len(rg), paired, p.max_indels)
     rec_off, buf, keys = records_on_device(
         False, ints[:n], tuple(ints[(1 + c) * n:(2 + c) * n] for c in range(4)), ints[5 * n:6 * n], paired,
-        _read_arrays(reads, "names", "name_off", "codes", "quals", "read_off"), ops[:width * rows].reshape((width, rows)),
-        lens[:width * rows].reshape((width, rows)), out, (text, md_off, nm), genome, rg, capacity)
+        _read_arrays(reads, "names", "name_off", "codes", "quals", "read_off"),
+        ops[:width * rows].reshape((width, rows)), lens[:width * rows].reshape((width, rows)), out, (text, md_off, nm),
+        genome, rg, capacity)
     traced, (got_off, got_keys), rec = _traceback_fetched(
         m, ops, lens, out, md_off, text, nm, (rec_off, keys[:n]),
         lambda got: (buf[:int(got[0][n])],) if got[0][n] <= capacity else ())
