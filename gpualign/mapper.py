@@ -96,11 +96,10 @@ def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTi
     choice = single_end_choice(batch, cand.start, cand.key, loci, unseen, p, times)
     with times("choice"):
         place_multi_exact(exact.counts, exact.keys, batch.name_hash, batch.lengths, p.max_exact, p.match, *choice)
-    return traced(batch, genome, p, backend, times, choice, rg=rg)
+    return traced(batch, genome, p, backend, times, choice)
 
 
-def map_pair_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTimes | None = None,
-                   rg: bytes | None = None) -> BatchResult:
+def map_pair_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTimes | None = None) -> BatchResult:
     """map_batch for interleaved mates (read 2i is R1 of fragment i, 2i+1 its R2): every read's
     loci as map_batch finds them, the insert-size estimate of each block, mate rescue on the backend,
     then both mates' placements chosen together (pairing.py). A backend with candidates_and_choice
@@ -141,7 +140,7 @@ def map_pair_batch(batch: Reads, genome, index, p: MapParams, backend, times: St
         pairing.choose_fragments(cand.start, cand.key, *loci, lengths, batch.name_hash, unseen, block, inserts,
                                  genome.offsets, p.match, p.mismatch, p.min_score, p.unpaired_penalty,
                                  tn.max_fragment, *choice, proper)
-    return traced(batch, genome, p, backend, times, choice, proper, inserts, rg)
+    return traced(batch, genome, p, backend, times, choice, proper, inserts)
 
 
 class Exact(NamedTuple):
@@ -185,23 +184,15 @@ def timed_loci(cand: Candidates, batch, p, times):
         return loci_of(cand.start, cand.key, cand.ext, batch.lengths, p)
 
 
-def traced(batch, genome, p, backend, times, choice: Choice, proper=None, inserts=None, rg=None) -> BatchResult:
+def traced(batch, genome, p, backend, times, choice: Choice, proper=None, inserts=None) -> BatchResult:
     """The batch's result: CIGARs of the chosen placements by banded alignment with traceback, and
-    their MD and NM; with rg (BAM output) and a backend with traceback_with_records (cuda), the BAM
-    records made beside them."""
+    their MD and NM."""
     key = choice.key
     mapped = np.flatnonzero(key >= 0)
-    with_records = getattr(backend, "traceback_with_records", None) if rg is not None else None
-    records = None
     with times("traceback"):
-        if with_records is not None:
-            ops, lens, trace, md, records = with_records(
-                batch, genome, mapped, key[mapped], choice.local[mapped], p,
-                (choice.key, choice.mapq, choice.score, choice.sub), proper, np.frombuffer(rg, dtype=np.uint8))
-        else:
-            ops, lens, trace, md = backend.traceback_stage(batch, genome, mapped, key[mapped], choice.local[mapped], p)
+        ops, lens, trace, md = backend.traceback_stage(batch, genome, mapped, key[mapped], choice.local[mapped], p)
     return BatchResult(**choice._asdict(), ops=ops, lens=lens, trace=trace, md=MdNm(*md), mapped=mapped,
-                       proper=proper, inserts=inserts, records=records)
+                       proper=proper, inserts=inserts)
 
 
 def with_rescued(cand: Candidates, new_read, new_key, new_ext) -> Candidates:
@@ -221,7 +212,9 @@ def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTi
             raise InputError(f"reads were encoded with k={batch.k} but the index has k={index.k}")
         with times("prepare reads"):
             batch = backend.prepare_reads(batch)
-        return batch, (map_pair_batch if paired else map_batch)(batch, genome, index, p, backend, times, rg)
+        if paired:
+            return batch, map_pair_batch(batch, genome, index, p, backend, times)
+        return batch, map_batch(batch, genome, index, p, backend, times, rg)
 
     def timed(source):
         source = iter(source)

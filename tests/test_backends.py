@@ -112,45 +112,6 @@ def test_records_made_on_the_gpu_reach_the_bam_as_the_cpus(monkeypatch, world, t
     assert sum(int(r.split("\t")[1]) & 0x400 != 0 for r in records["cpu"]) >= 1
 
 
-def test_pairs_records_made_on_the_gpu_reach_the_bam_as_the_cpus(monkeypatch, world, tmp_path):
-    """Paired batches' BAM records are made on the GPU beside their traceback (traceback_with_records:
-    mate fields, TLEN, MC and MQ a thread a read): sorted, with a read group and duplicates marked,
-    the BAM holds the cpu backend's records, a pair with one mate unmapped and one with both
-    included."""
-    from gpualign.reads import encode_reads as encode
-    from helpers import simulate_pairs
-    rng, genome, seqs, index = world
-    _, (names, reads, quals) = simulate_pairs(rng, seqs, 6, length=50, insert=(250, 25))
-    junk = bytes(rng.choice(list(b"ACGT"), size=50).astype(np.uint8))
-    names += [b"half", b"half", b"none", b"none"]
-    reads += [reads[0], junk, junk, junk[::-1]]
-    quals += [quals[0]] * 4
-    batch = encode(names, reads, [bytes(q + 33 for q in x) for x in quals], 8)
-    monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
-    p = MapParams(max_indels=3, min_score=15, max_candidates=4, max_hits=64, batch_size=16)
-    made = []
-    real = cuda.traceback_with_records
-
-    def watched(*args):
-        out = real(*args)
-        made.append(out[-1] is not None)
-        return out
-
-    monkeypatch.setattr(cuda, "traceback_with_records", watched)
-    records = {}
-    for name in ("cpu", "cuda"):
-        out = str(tmp_path / f"{name}.bam")
-        map_reads(genome, index, batch, out, p, backend_name=name, threads=2, read_group={"ID": "grp-1", "SM": "s"},
-                  sort=True, markdup=True, paired=True, log=lambda msg: None)
-        with pysam.AlignmentFile(out, check_sq=False) as bam:
-            records[name] = [r.to_string() for r in bam]
-    assert made and all(made)
-    assert records["cuda"] == records["cpu"]
-    flags = [int(r.split("\t")[1]) for r in records["cpu"]]
-    assert len(flags) == len(batch) and sum(f & 0x8 != 0 and f & 0x4 == 0 for f in flags) >= 1
-    assert sum(f & 0x4 != 0 and f & 0x8 != 0 for f in flags) == 2 and sum("\tMC:Z:" in r for r in records["cpu"]) >= 10
-
-
 def test_a_trace_puts_every_kernel_launch_on_the_gpu_timeline(monkeypatch, world, tmp_path):
     """With GPUALIGN_TRACE, each launch is timed by CUDA events and appears on a thread "GPU" (in the
     simulator the events' times are meaningless; the rows must be there, one per launch)."""

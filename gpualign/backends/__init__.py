@@ -22,8 +22,6 @@ and may provide, as optional abilities the mapper asks for with getattr:
                         resident.py); without it the mapper calls the stages above one by one. With rg (BAM
                         output: the read group ID's bytes) records are the batch's BAM records as
                         bam/records.py makes them ((bytes, offsets, sort keys); None where not made)
-    traceback_with_records(reads, genome, rows, key, local, p, choice, proper, rg) -> (ops, lens, trace, md,
-                        records): traceback_stage and the batch's BAM records made beside it (paired batches)
     candidates_and_choice(reads, genome, index, p) -> (exact counts, (read, key, start, ext), unseen,
                         (eff, raw, loc, span, keep), (key, local, score, sub, mapq)): the same for
                         paired batches, up to the single-end choice the pairing starts from

@@ -455,41 +455,10 @@ def listed_dps_grid(bound: int, t: int, most_blocks: int, what: str):
 
 
 def traceback_stage(reads, genome, sel_read, sel_key, sel_local, p):
-    return _traceback_fetched(len(sel_read), *_traceback_on_device(reads, genome, sel_read, sel_key, sel_local, p))[0]
-
-
-def traceback_with_records(reads, genome, sel_read, sel_key, sel_local, p, choice, proper, rg):
-    """traceback_stage, and the batch's BAM records made from it on the GPU (records_on_device, a read's
-    row where sel_read has it): (ops, lens, trace, md, (bytes, offsets, sort keys) or None where they
-    overflowed). choice: every read's (key, mapq, score, sub) after the pairing; proper: 1 where the
-    read is part of a proper pair (paired batches; None: single-end); rg: the read group ID's bytes."""
-    n, m = len(reads), len(sel_read)
-    maxlen = int(reads.lengths.max(initial=1))
-    ops, lens, out, md_off, text, nm = _traceback_on_device(reads, genome, sel_read, sel_key, sel_local, p)
-    row_of = np.full(n, -1, dtype=np.int64)
-    row_of[sel_read] = np.arange(m)
-    paired = proper is not None
-    ints = _upload("record integers", np.concatenate([np.asarray(a, dtype=np.int64) for a in
-                                                      (row_of, *choice, proper if paired else row_of)]))
-    width, rows = 2 * maxlen + 2, max(m, 1)
-    capacity = record_capacity(reads, len(rg), paired, p.max_indels)
-    rec_off, buf, keys = records_on_device(
-        False, ints[:n], tuple(ints[(1 + c) * n:(2 + c) * n] for c in range(4)), ints[5 * n:6 * n], paired,
-        _read_arrays(reads, "names", "name_off", "codes", "quals", "read_off"),
-        ops[:width * rows].reshape((width, rows)), lens[:width * rows].reshape((width, rows)), out, (text, md_off, nm),
-        genome, rg, capacity)
-    traced, (got_off, got_keys), rec = _traceback_fetched(
-        m, ops, lens, out, md_off, text, nm, (rec_off, keys[:n]),
-        lambda got: (buf[:int(got[0][n])],) if got[0][n] <= capacity else ())
-    return (*traced, (rec[0], got_off, got_keys) if rec else None)
-
-
-def _traceback_on_device(reads, genome, sel_read, sel_key, sel_local, p):
-    """The traceback of the chosen placements, and their MD and NM, left on the GPU: (ops, lens, trace,
-    md offsets, md text, nm) as device arrays, CIGAR op j of row x at [j * rows + x]."""
     m = len(sel_read)
     maxlen = int(reads.lengths.max(initial=1))
-    # only as many rows as the longest CIGAR come back; nothing is uploaded for outputs the kernel writes in full
+    # CIGAR op j of pair x at [j * m + x]: only as many rows as the longest CIGAR come back;
+    # nothing is uploaded for outputs the kernel writes in full
     ops = _empty("ops", max(m, 1) * (2 * maxlen + 2), np.uint8)
     lens = _empty("lens", max(m, 1) * (2 * maxlen + 2), np.int32)
     out = _empty("traceback", (max(m, 1), TR_COLUMNS), np.int64)
@@ -505,18 +474,11 @@ def _traceback_on_device(reads, genome, sel_read, sel_key, sel_local, p):
                            ops, lens, out)
     md_off, text, nm = md_on_device(False, sel_read, sel_key, read_arrays, ops, lens, out, genome, maxlen,
                                     p.max_indels)
-    return ops, lens, out, md_off, text, nm
-
-
-def _traceback_fetched(m, ops, lens, out, md_off, text, nm, extra=(), later=lambda got: ()):
-    """traceback_stage's result from _traceback_on_device's arrays; with the device arrays `extra`
-    fetched beside the traceback's rows, and then later(their host copies) beside the CIGARs (two
-    waits in all): (result, extra's copies, later's copies)."""
-    out, md_off, nm, *got = _fetch(out[:m], md_off, nm[:m], *extra)
+    out, md_off, nm = _fetch(out[:m], md_off, nm[:m])
     width = max(1, int(out[:, TR_NOPS].max(initial=0)))
-    ops, lens, text, *more = _fetch(ops[:width * m], lens[:width * m], text[:int(md_off[m])], *later(got))
-    return ((*extend.tidy_cigars(ops.reshape(width, m).T, lens.reshape(width, m).T, out[:, TR_NOPS]), out,
-             (text, md_off, nm)), got, more)
+    ops, lens, text = _fetch(ops[:width * m], lens[:width * m], text[:int(md_off[m])])
+    return (*extend.tidy_cigars(ops.reshape(width, m).T, lens.reshape(width, m).T, out[:, TR_NOPS]), out,
+            (text, md_off, nm))
 
 
 def close_trace_grid(bound: int, t: int):

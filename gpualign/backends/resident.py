@@ -235,14 +235,11 @@ def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
         slots["traceback integers"] = 8 * (3 * n + 1)
         slots |= {f: 8 * tasks for f in ("task_read", "task_strand", "task_start", "task_len", "pair_read", "pair_key")}
         slots |= {"rescue": 8 * extend.RESCUE_COLUMNS * tasks, "extension counters": 16}
-    # the BAM records (cuda.record_capacity's, with BAM's longest names and a read group ID of up to 255 bytes)
-    ops = 2 * t + 3
-    slots |= {"names": n * 254, "name_off": 8 * (n + 1), "quals": n * maxlen, "record offsets": 8 * (n + 1),
-              "record keys": 8 * n, "read group": 256,
-              "records": n * (254 + 36 + 1 + 259 + 4 * ops + 7 + 3 + md_bound(1, maxlen, t) + 1 + 14
-                              + (0 if single_end else 4 + 6 * ops + 1 + 7) + (maxlen + 1) // 2 + maxlen)}
-    if not single_end:
-        slots["record integers"] = 8 * 6 * n
+    if single_end:   # the BAM records (cuda.record_capacity's, with BAM's longest names and a 255-byte read group)
+        slots |= {"names": n * 254, "name_off": 8 * (n + 1), "quals": n * maxlen, "record offsets": 8 * (n + 1),
+                  "record keys": 8 * n, "read group": 256,
+                  "records": n * (254 + 36 + 1 + 259 + 4 * (2 * t + 3) + 7 + 3 + md_bound(1, maxlen, t) + 1 + 14
+                                  + (maxlen + 1) // 2 + maxlen)}
     slots |= {"ops": traced * (2 * maxlen + 2), "lens": 4 * traced * (2 * maxlen + 2),
               "traceback": 8 * TR_COLUMNS * traced, "listed traces": 8 * traced,
               "traceback bytes": cu.close_trace_bytes(traced, maxlen, t),
