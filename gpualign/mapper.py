@@ -51,6 +51,7 @@ class BatchResult:
     lens: np.ndarray
     trace: np.ndarray     # score, first aligned base, reference start, end row, end column, nops
     md: MdNm              # MD and NM of the mapped reads, rows follow `mapped`
+                          # (ops, lens, trace, md: None where the backend made the records and kept them)
     mapped: np.ndarray    # indices of mapped reads in the batch
     proper: np.ndarray | None = None   # paired batches: 1 where the read is part of a proper pair
     inserts: np.ndarray | None = None  # paired batches: pairing.insert_estimates of each block
@@ -80,17 +81,19 @@ class StageTimes:
 
 
 def map_batch(batch: Reads, genome, index, p: MapParams, backend, times: StageTimes | None = None,
-              rg: bytes | None = None) -> BatchResult:
+              rg: bytes | None = None, alignments: bool = True) -> BatchResult:
     """Each read's best placement on its own, and its alignment. A backend with single_end_batch
     (cuda) runs the stages below as one chain in its own memory, and with rg (BAM output: the read
-    group ID's bytes, empty for none) makes the BAM records there too."""
+    group ID's bytes, empty for none) makes the BAM records there too; then, with alignments False
+    (nothing but the records asked for), the result may leave ops, lens, trace and md out (None)."""
     times = times or StageTimes()
     resident = getattr(backend, "single_end_batch", None)
     if resident is not None:
         with times("mapping (resident on the GPU)"):
             *choice, ops, lens, trace_rows, md, mapped, records = resident(
-                batch, genome, index, p, None if rg is None else np.frombuffer(rg, dtype=np.uint8))
-        return BatchResult(*choice, ops=ops, lens=lens, trace=trace_rows, md=MdNm(*md), mapped=mapped, records=records)
+                batch, genome, index, p, None if rg is None else np.frombuffer(rg, dtype=np.uint8), alignments)
+        return BatchResult(*choice, ops=ops, lens=lens, trace=trace_rows, md=None if md is None else MdNm(*md),
+                           mapped=mapped, records=records)
     exact, cand, unseen = extended_candidates(batch, genome, index, p, backend, times, multi_exact=False)
     loci = timed_loci(cand, batch, p, times)
     choice = single_end_choice(batch, cand.start, cand.key, loci, unseen, p, times)
@@ -202,11 +205,12 @@ def with_rescued(cand: Candidates, new_read, new_key, new_ext) -> Candidates:
 
 
 def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTimes, paired: bool = False,
-                   in_flight: int | None = None, rg: bytes | None = None):
+                   in_flight: int | None = None, rg: bytes | None = None, alignments: bool = True):
     """(batch, result) in input order. in_flight > 1 (default: the backend's BATCHES_IN_FLIGHT; cuda
     has 3) maps that many batches at once on threads of their own, so one batch's GPU work overlaps
     another's host work; results do not depend on it (every read is mapped on its own). rg: BAM
-    output, whose records the backend may make (map_batch)."""
+    output, whose records the backend may make; alignments False: nothing but them is needed
+    (map_batch)."""
     def map_one(batch):
         if batch.k != index.k:
             raise InputError(f"reads were encoded with k={batch.k} but the index has k={index.k}")
@@ -214,7 +218,7 @@ def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTi
             batch = backend.prepare_reads(batch)
         if paired:
             return batch, map_pair_batch(batch, genome, index, p, backend, times)
-        return batch, map_batch(batch, genome, index, p, backend, times, rg)
+        return batch, map_batch(batch, genome, index, p, backend, times, rg, alignments)
 
     def timed(source):
         source = iter(source)
@@ -348,7 +352,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
             out = UnsortedBam(out_path, header, encode, compression_level, threads)
         progress = Progress(log, backend.NAME)
         mapped = mapped_batches(batches, genome, index, p, backend, times, paired, in_flight,
-                                None if sam else (rg_id or "").encode())
+                                None if sam else (rg_id or "").encode(), alignments=sam or markdup)
         try:
             for batch, res in mapped:
                 if sam:

@@ -98,16 +98,17 @@ def test_records_made_on_the_gpu_reach_the_bam_as_the_cpus(monkeypatch, world, t
     monkeypatch.setattr(resident, "single_end_batch", watched)
     monkeypatch.setattr(cuda, "single_end_batch", watched)
     records = {}
-    for name, capacity in (("cpu", None), ("cuda", None), ("overflow", 10)):
+    for name, capacity, markdup in (("cpu", None, True), ("cuda", None, True), ("cpu, all flags", None, False),
+                                    ("overflow", 10, False)):   # without markdup only the records are kept
         if capacity:
             monkeypatch.setattr(cuda, "record_capacity", lambda *a: capacity)
-        out = str(tmp_path / f"{name}.bam")
-        map_reads(genome, index, batch, out, p, backend_name="cpu" if name == "cpu" else "cuda", threads=2,
-                  read_group={"ID": "grp-1", "SM": "s"}, sort=True, markdup=True, log=lambda msg: None)
+        out = str(tmp_path / f"{len(records)}.bam")
+        map_reads(genome, index, batch, out, p, backend_name="cpu" if name.startswith("cpu") else "cuda", threads=2,
+                  read_group={"ID": "grp-1", "SM": "s"}, sort=True, markdup=markdup, log=lambda msg: None)
         with pysam.AlignmentFile(out, check_sq=False) as bam:
             records[name] = [r.to_string() for r in bam]
     assert made == [False, True, False, False]   # (a warm-up read first) made on the GPU; overflowed
-    assert records["cuda"] == records["cpu"] == records["overflow"]
+    assert records["cuda"] == records["cpu"] and records["overflow"] == records["cpu, all flags"]
     assert sum("\tRG:Z:grp-1" in r and "BC:Z:" in r for r in records["cpu"]) == len(batch)
     assert sum(int(r.split("\t")[1]) & 0x400 != 0 for r in records["cpu"]) >= 1
 

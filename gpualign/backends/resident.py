@@ -165,16 +165,23 @@ def _empty_batch(single_end):
         none, (none, none, none, none, np.zeros(0, np.bool_)), (none,) * 5
 
 
-def single_end_batch(reads, genome, index, p, rg=None):
+def single_end_batch(reads, genome, index, p, rg=None, alignments=True):
     """mapper.map_batch's result fields for a single-end batch, computed on the GPU:
     (key, local, score, sub, mapq, ops, lens, trace, md, mapped, records); with rg (the read group ID's
     bytes, empty for none) the reads' BAM records too, as records.batch_bam_records takes them
     ((bytes, offsets, sort keys); None where rg is None or the batch's records overflowed the GPU's
-    buffer)."""
+    buffer). With records made and alignments False, the CIGARs, traceback rows and MD (ops, lens,
+    trace, md) stay on the GPU (None): taking them apart on the host cost a mapping thread about 50 ms
+    a batch of 160,000 reads on the GPU host, most of it waiting for the GIL."""
     n = len(reads)
     if n == 0:
         return (*_empty_batch(True), None)
     d = _chain(reads, genome, index, p, single_end=True, rg=rg)
+    if "records" in d and not alignments:
+        *choice, rec_off, rec_keys = cu._fetch(*(d[f] for f in CHOICE), d["record offsets"], d["record keys"][:n])
+        if rec_off[n] <= d["capacity"]:
+            rec, = cu._fetch(d["records"][:int(rec_off[n])])
+            return (*choice, None, None, None, None, np.flatnonzero(choice[0] >= 0), (rec, rec_off, rec_keys))
     encoded = "records" in d
     *choice, out, md_off, nm, rec_off, rec_keys = cu._fetch(
         *(d[f] for f in CHOICE), d["trace"], d["md offsets"], d["nm"],

@@ -495,13 +495,16 @@ def batch_bam_records(batch, res, genome, rg_id, first=0, last=None, dup=False):
     and the reads' flow-cell places from their names: a tie-break, and optical duplicates')."""
     last = len(batch) if last is None else last
     rg = np.frombuffer((rg_id or "").encode(), dtype=np.uint8)
-    reads, aln, ref, md, proper, paired = kernel_args(batch, res, genome)
     if res.records is not None:   # made by the backend (the GPU's, records_on_device), with this rg
         buf, offsets, keys = res.records
         buf, offsets, keys = buf[offsets[first]:offsets[last]], offsets[first:last + 1] - offsets[first], keys[first:last]
-        dupf = dup_fields(reads, aln, record_fields(aln, ref, proper, paired, first, last), keys, paired, first,
-                          last) if dup else None
+        dupf = None
+        if dup:
+            reads, aln, ref, _, proper, paired = kernel_args(batch, res, genome)
+            dupf = dup_fields(reads, aln, record_fields(aln, ref, proper, paired, first, last), keys, paired, first,
+                              last)
     else:
+        reads, aln, ref, md, proper, paired = kernel_args(batch, res, genome)
         buf, offsets, keys, dupf = encode_batch(reads, aln, ref, md, rg, proper, paired, first, last, MEMMOVE, dup)
     if dup:
         dupf[:, D_LOC] = name_locations(batch.names, batch.name_off, first, last)
