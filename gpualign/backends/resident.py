@@ -1,14 +1,17 @@
 """A batch kept on the GPU from exact match to traceback (the CUDA backend's single_end_batch): the
 batch's codes go up once, every stage reads the one before it in device memory, and only each read's
-placement and CIGAR come back. Paired batches take the same chain up to each read's own choice
-(candidates_and_choice) and come back for the pairing, which runs on the host (pairing.py).
+placement and CIGAR come back, or, for BAM output, its BAM record (bam/records.py's encoder as a device
+function, cuda.records_on_device), with the names and qualities gone up beside the codes. Paired
+batches take the same chain up to each read's own choice (candidates_and_choice) and come back for the
+pairing, which runs on the host (pairing.py), their records too (made beside the traceback on the GPU,
+they lengthened the mapping threads that carry the pairs' host steps: BENCHMARKS.md).
 
 The stages are mapper.map_batch's, on the same per-read functions (seed.py, choose.py, extend.py as
 device functions): exact match; seeding of the reads without two exact hits (a block of threads a
 read, seed_block.py, its hits in shared memory); re-seeding, at wider budgets, of those whose search
 left out a well supported locus (few reads, thousands of hits each, in global memory); each read's candidate pairs (counted, an exclusive scan for
 where they start, written); extension (the pairs the ungapped test leaves open listed apart, so
-that their DPs run in warps of their own); loci and choice; traceback.
+that their DPs run in warps of their own); loci and choice; traceback; MD and NM; BAM records.
 Reads (and open pairs) are picked for a stage by appending them to a list with an atomic counter. The list's order
 then varies from run to run, but every output is indexed by read, so no result depends on it.
 Launch sizes come from the host's bounds (reads, reads x candidates a read may keep), with the true
