@@ -17,11 +17,12 @@ seed.py and extend.py, so their records are identical. A backend module provides
 and may provide, as optional abilities the mapper asks for with getattr:
 
     BATCHES_IN_FLIGHT   batches mapped at once on threads of their own (default 1)
-    single_end_batch(reads, genome, index, p, rg=None) -> (key, local, score, sub, mapq, ops, lens, trace, md,
-                        mapped, records): mapper.map_batch's whole chain kept in the backend's memory (cuda:
-                        resident.py); without it the mapper calls the stages above one by one. With rg (BAM
-                        output: the read group ID's bytes) records are the batch's BAM records as
-                        bam/records.py makes them ((bytes, offsets, sort keys); None where not made)
+    single_end_batch(reads, genome, index, p, rg=None, alignments=True) -> (key, local, score, sub, mapq, ops,
+                        lens, trace, md, mapped, records): mapper.map_batch's whole chain kept in the backend's
+                        memory (cuda: resident.py); without it the mapper calls the stages above one by one.
+                        With rg (BAM output: the read group ID's bytes) records are the batch's BAM records as
+                        bam/records.py makes them ((bytes, offsets, sort keys); None where not made); with
+                        alignments False as well, ops, lens, trace and md may be None
     candidates_and_choice(reads, genome, index, p) -> (exact counts, (read, key, start, ext), unseen,
                         (eff, raw, loc, span, keep), (key, local, score, sub, mapq)): the same for
                         paired batches, up to the single-end choice the pairing starts from

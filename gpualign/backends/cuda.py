@@ -523,17 +523,22 @@ def md_on_device(by_read, sel_read, sel_key, read_arrays, ops, lens, trace, geno
     return md_off, text, nm
 
 
-def record_capacity(reads, rg_len: int, paired: bool, t: int) -> int:
-    """Bytes the GPU's buffer for a batch's BAM records is given (records_on_device), from lengths
-    alone: each record's fixed fields, name, SEQ, QUAL and RG exactly, and an allowance a read for
-    CIGAR and tags that holds 2t + 1 operations and the longest MD of the band (md.md_bound). A
-    record may exceed its allowance (more operations); the batch overflows only where the sum does."""
+def record_allowance(maxlen: int, rg_len: int, t: int) -> int:
+    """Bytes a BAM record of a read of at most maxlen bases takes beyond its name, SEQ and QUAL:
+    the fixed fields and the name's terminator and RG exactly, and an allowance for CIGAR and tags
+    that holds 2t + 1 operations and the longest MD of the band (md.md_bound)."""
+    ops = 2 * t + 3   # soft clips included
+    tags = 7 + 3 + md_bound(1, maxlen, t) + 1 + 7 + 7   # NM, MD, AS, XS
+    return 36 + 1 + (rg_len + 4 if rg_len else 0) + 4 * ops + tags
+
+
+def record_capacity(reads, rg_len: int, t: int) -> int:
+    """Bytes the GPU's buffer for a single-end batch's BAM records is given (records_on_device), from
+    lengths alone: names, SEQ and QUAL exactly and record_allowance a read. A record may exceed its
+    allowance (more operations); the batch overflows only where the sum does."""
     n, bases = len(reads), int(reads.read_off[-1])
     maxlen = int(reads.lengths.max(initial=1))
-    ops = 2 * t + 3   # soft clips included
-    tags = 7 + 3 + md_bound(1, maxlen, t) + 1 + 7 + 7 + (4 + 6 * ops + 1 + 7 if paired else 0)
-    fixed = 36 + 1 + (rg_len + 4 if rg_len else 0) + 4 * ops + tags
-    return n * fixed + int(reads.name_off[-1]) + (bases + n) // 2 + n + bases
+    return n * record_allowance(maxlen, rg_len, t) + int(reads.name_off[-1]) + (bases + n) // 2 + bases
 
 
 def records_on_device(by_read, row_of, choice, proper, paired, read_arrays, ops, lens, trace, md, genome, rg,

@@ -1,7 +1,7 @@
 """The CUDA backend's kernels as numba.cuda functions: the per-read functions of seed.py, extend.py,
-encode.py, choose.py, md.py and bam/records.py recompiled as device functions, and the kernels of the staged path (a
-stage a launch: cuda.py's *_stage functions, which serve the paired path's rescue and traceback, and
-tests). The resident chain's kernels are in resident_kernels.py.
+encode.py, choose.py, md.py and bam/records.py recompiled as device functions, and the kernels of the
+staged path (a stage a launch: cuda.py's *_stage functions, which serve the paired path's rescue and
+traceback, and tests). The resident chain's kernels are in resident_kernels.py.
 
 Only this module and resident_kernels.py import numba.cuda's compiler. A mapping run on a GPU
 launches the machine code `gpualign compile` stored from them (cuda_driver.py), without importing them;

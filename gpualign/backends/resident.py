@@ -146,7 +146,7 @@ def _chain(reads, genome, index, p, single_end, rg=None):
                                                                  d["ops"], d["lens"], d["trace"], genome, maxlen, t)
         if rg is not None:
             width = 2 * maxlen + 2
-            d["capacity"] = cu.record_capacity(reads, len(rg), False, t)
+            d["capacity"] = cu.record_capacity(reads, len(rg), t)
             d["record offsets"], d["records"], d["record keys"] = cu.records_on_device(
                 True, d["key"], tuple(d[f] for f in ("key", "mapq", "score", "sub")), d["key"], False,
                 cu._read_arrays(reads, "names", "name_off", "codes", "quals", "read_off"),
@@ -186,9 +186,9 @@ def single_end_batch(reads, genome, index, p, rg=None, alignments=True):
             rec, = cu._fetch(d["records"][:int(rec_off[n])])
             return (*choice, None, None, None, None, np.flatnonzero(choice[0] >= 0), (rec, rec_off, rec_keys))
     encoded = "records" in d
-    *choice, out, md_off, nm, rec_off, rec_keys = cu._fetch(
-        *(d[f] for f in CHOICE), d["trace"], d["md offsets"], d["nm"],
-        *((d["record offsets"], d["record keys"][:n]) if encoded else (d["md offsets"][:1], d["nm"][:1])))
+    fetched = cu._fetch(*(d[f] for f in CHOICE), d["trace"], d["md offsets"], d["nm"],
+                        *((d["record offsets"], d["record keys"][:n]) if encoded else ()))
+    choice, (out, md_off, nm), (rec_off, rec_keys) = fetched[:5], fetched[5:8], (fetched[8:] or (None, None))
     width = max(1, int(out[:, TR_NOPS].max(initial=0)))
     fits = encoded and rec_off[n] <= d["capacity"]
     ops, lens, text, *rec = cu._fetch(d["ops"][:width * n], d["lens"][:width * n], d["md text"][:int(md_off[n])],
@@ -248,8 +248,7 @@ def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
     if single_end:   # the BAM records (cuda.record_capacity's, with BAM's longest names and a 255-byte read group)
         slots |= {"names": n * 254, "name_off": 8 * (n + 1), "quals": n * maxlen, "record offsets": 8 * (n + 1),
                   "record keys": 8 * n, "read group": 256,
-                  "records": n * (254 + 36 + 1 + 259 + 4 * (2 * t + 3) + 7 + 3 + md_bound(1, maxlen, t) + 1 + 14
-                                  + (maxlen + 1) // 2 + maxlen)}
+                  "records": n * (254 + cu.record_allowance(maxlen, 255, t) + (maxlen + 1) // 2 + maxlen)}
     slots |= {"ops": traced * (2 * maxlen + 2), "lens": 4 * traced * (2 * maxlen + 2),
               "traceback": 8 * TR_COLUMNS * traced, "listed traces": 8 * traced,
               "traceback bytes": cu.close_trace_bytes(traced, maxlen, t),
