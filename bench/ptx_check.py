@@ -2,7 +2,7 @@
 
 numba's CUDA simulator runs the kernels as Python, so it accepts code the GPU compiler refuses (a
 shared array sized by an expression, say), and a device call is too scarce to find that out. This
-maps a few simulated reads and pairs in the simulator, notes each launched kernel's argument types,
+maps a few simulated reads (parsed and raw) and pairs in the simulator, notes each launched kernel's argument types,
 then, in a second process without the simulator, compiles each kernel for those types with
 numba-cuda's compile_ptx. It needs NVVM and NVRTC, which pip installs without a GPU or driver:
 
@@ -27,6 +27,7 @@ def record_launches() -> list:
     import numpy as np
     import numba
     from gpualign.backends import cuda, cuda_kernels, launch, resident_kernels
+    from gpualign.fastq import RawReads
     from gpualign.index import build_index
     from gpualign.mapper import map_batch, map_pair_batch
     from gpualign.options import MapParams
@@ -54,8 +55,11 @@ def record_launches() -> list:
     genome, seqs = random_genome(rng, lengths=(1500, 700), repeat=120)
     index = build_index(genome, k=8, max_occ=50)
     p = MapParams(max_indels=3, min_score=15, max_candidates=1, max_hits=12)   # tight: re-seeding runs
-    reads, _ = simulate_reads(rng, seqs, 8, length=50, n_rate=0.01)
+    reads, (names, seqs1, quals) = simulate_reads(rng, seqs, 8, length=50, n_rate=0.01)
     map_batch(reads, genome, index, p, cuda)
+    text = b"".join(b"@%s\n%s\n+\n%s\n" % (nm, r, bytes(x + 33 for x in q)) for nm, r, q in zip(names, seqs1, quals))
+    raw = RawReads("r.fq", np.frombuffer(text, dtype=np.uint8), len(reads), 0, 8)   # parsed on the GPU, records made there
+    map_batch(raw, genome, index, p, cuda, rg=b"", alignments=False)
     # pairs whose first R2 holds no exact 8-mer (a mismatch every 8th base): mate rescue places it
     _, (names, seqs2, quals) = simulate_pairs(rng, seqs, 40, length=100, insert=(300, 20), sub=0.0, indel=0.0)
     r2 = bytearray(seqs2[1])

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import trace
-from .fastq import exact_batches, mates_in_order, read_batches, read_pair_batches
+from .fastq import exact_batches, mates_in_order, parsed, read_batches, read_pair_batches
 from .options import TUNING
 from .reads import Reads, concatenate, interleave, subset
 from .threads import ordered_map
@@ -66,6 +66,7 @@ def as_batches(reads, batch_size: int, paired: bool = False, block: int = BLOCK)
             if len(batch) <= size:
                 yield batch
                 continue
+            batch = parsed(batch)   # a raw batch (fastq.RawReads) is cut as Reads
             for start in range(0, len(batch), size):
                 yield subset(batch, start, min(len(batch), start + size))
     return paired_batches(cut(), block) if paired else cut()

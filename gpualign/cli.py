@@ -170,8 +170,9 @@ def check_read_inputs(args):
     return paths
 
 
-def open_reads(args, k: int, batch_size: int, threads: int, block: int):
-    """Batches of reads as the mapper takes them, with -C comments checked record by record."""
+def open_reads(args, k: int, batch_size: int, threads: int, block: int, device):
+    """Batches of reads as the mapper takes them, with -C comments checked record by record. device
+    (fastq.DeviceParsing): the switch that leaves single-end batches raw for the GPU to parse."""
     from . import fastq
     from .batches import read_interleaved_pairs, read_smart_pairs
     from .seqio import shown
@@ -184,7 +185,7 @@ def open_reads(args, k: int, batch_size: int, threads: int, block: int):
         batches = read_smart_pairs(args.reads, k, batch_size, threads, comments, block)
         describe = lambda done, r: f"reads {shown(args.reads)} record {done + r + 1}"  # noqa: E731
     else:
-        batches = fastq.read_batches(args.reads, k, batch_size, threads, comments=comments, ramp=True)
+        batches = fastq.read_batches(args.reads, k, batch_size, threads, comments=comments, ramp=True, device=device)
         describe = lambda done, r: f"reads {shown(args.reads)} record {done + r + 1}"  # noqa: E731
     if not comments:
         return batches
@@ -248,6 +249,7 @@ def map_with(args, log, argv, params, read_group, genome_prefix, fasta, out, met
         from . import cuda_driver as driver
         driver.init_in_background()   # about 0.2 s of CUDA's start, beside the imports below
     import numba
+    from .fastq import DeviceParsing
     from .genome import load_genome
     from .heap import keep_freed_memory
     from .index import load_index
@@ -258,7 +260,10 @@ def map_with(args, log, argv, params, read_group, genome_prefix, fasta, out, met
     with trace.span("load genome and index"):
         genome = load_genome(*(genome_prefix + s for s in GENOME_SUFFIXES))
         index = load_index(args.prefix + INDEX_SUFFIX)
-    reads = open_reads(args, index.k, params.batch_size, args.threads, tuning.insert_block)
+    # an explicit cuda backend parses single-end reads on the GPU from the first batch; map_reads decides
+    # for auto, and turns it off where more than the GPU's BAM records is asked for (mapper.parses_raw)
+    device = DeviceParsing(args.backend == "cuda")
+    reads = open_reads(args, index.k, params.batch_size, args.threads, tuning.insert_block, device)
     log(f"writing {out.describe()}")
     with (writing(out) as (path, index_path), written(*metrics) as metrics_path,
           written(*summary) as summary_path):
@@ -266,7 +271,8 @@ def map_with(args, log, argv, params, read_group, genome_prefix, fasta, out, met
                          read_group=read_group, command_line="gpualign " + shlex.join(argv), log=log, fmt=out.fmt,
                          compression_level=args.compression_level, sort=out.sort, index_path=index_path,
                          paired=bool(args.mates or args.interleaved), reference_fasta=fasta, markdup=args.markdup,
-                         metrics_path=metrics_path, output_name=out.given, optical_distance=args.optical_distance)
+                         metrics_path=metrics_path, output_name=out.given, optical_distance=args.optical_distance,
+                         device_parsing=device)
         if summary_path:
             write_summary(summary_path, done)
     return 0

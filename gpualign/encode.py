@@ -123,14 +123,20 @@ def contig_of(c_offsets, pos):
 
 
 @njit(cache=True, nogil=True)
+def fnv1a(blob, s, e):
+    """FNV-1a (32-bit) of blob[s:e] (a name)."""
+    h = np.int64(0x811C9DC5)
+    for j in range(s, e):
+        h = ((h ^ np.int64(blob[j])) * 0x01000193) & 0xFFFFFFFF   # int64 alike in numpy (the simulator) and numba
+    return h
+
+
+@njit(cache=True, nogil=True)
 def fnv1a_all(blob, offsets):
     """FNV-1a (32-bit) of each name in a concatenated blob."""
     out = np.empty(offsets.shape[0] - 1, dtype=np.uint32)
     for i in range(offsets.shape[0] - 1):
-        h = 0x811C9DC5
-        for j in range(offsets[i], offsets[i + 1]):
-            h = ((h ^ blob[j]) * 0x01000193) & 0xFFFFFFFF
-        out[i] = h
+        out[i] = fnv1a(blob, offsets[i], offsets[i + 1])
     return out
 
 

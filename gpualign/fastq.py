@@ -42,6 +42,8 @@ for _c in b" \t\r\n\x0b\x0c":
 
 # first-failure codes of parse_records, in the order the checks run within a record
 BAD_HEADER, BAD_PLUS, BAD_LENGTHS, TOO_LONG, BAD_BASE, BAD_QUAL = 1, 2, 3, 4, 5, 6
+NOT_A_BASE = 128   # CHECKED's entry for a byte that is not a base (bit 7: a branchless check)
+CHECKED = np.where(SEQ_OK, CODE, NOT_A_BASE).astype(np.uint8)   # checked_codes(SEQ_OK, CODE)
 
 
 def cut_records(buf: np.ndarray, start: int, max_records: int):
@@ -147,6 +149,15 @@ def line_from(buf, s, guess, cr):
 
 
 @njit(cache=True, nogil=True)
+def checked_codes(seq_ok, code):
+    """A base's code for each byte, or NOT_A_BASE for a byte that is not a base."""
+    checked = np.empty(256, dtype=np.uint8)
+    for c in range(256):
+        checked[c] = code[c] if seq_ok[c] else NOT_A_BASE
+    return checked
+
+
+@njit(cache=True, nogil=True)
 def parse_records(buf, n, seq_ok, whitespace, code, want_comments):
     """Parse n complete records; returns (status, record, detail, arrays...).
 
@@ -162,9 +173,7 @@ def parse_records(buf, n, seq_ok, whitespace, code, want_comments):
     and the first bad byte is looked for only where there is one (370-450 -> 315-345 ns a 100 bp
     record on the 2-core machine).
     """
-    checked = np.empty(256, dtype=np.uint8)   # a base's code, or 128 for a byte that is not a base
-    for c in range(256):
-        checked[c] = code[c] if seq_ok[c] else 128
+    checked = checked_codes(seq_ok, code)
     names = np.empty(buf.shape[0], dtype=np.uint8)
     name_off = np.zeros(n + 1, dtype=np.int64)
     codes = np.empty(buf.shape[0] // 2 + 1, dtype=np.uint8)
@@ -263,6 +272,48 @@ def first_outside(buf, s, e, lo, hi):
     return -1
 
 
+@njit(cache=True, nogil=True)
+def record_shape(buf, h0, h1, s1, p1, q1, checked, whitespace):
+    """(ok, bases, name end) of the record at h0 whose four lines end at the newlines h1, s1, p1 and
+    q1: ok is False where parse_records would fail on it (the host parser then says how); the name
+    is buf[h0 + 1:name end], as parse_records cuts it. The GPU's parse (resident_kernels), a thread
+    a record, with each line's end already known."""
+    he = content_end(buf, h0, h1)
+    s0, p0, q0 = h1 + 1, s1 + 1, p1 + 1
+    se, pe, qe = content_end(buf, s0, s1), content_end(buf, p0, p1), content_end(buf, q0, q1)
+    slen = se - s0
+    if he - h0 < 2 or buf[h0] != 64 or whitespace[buf[h0 + 1]] or pe == p0 or buf[p0] != 43:
+        return False, slen, h0 + 1
+    if slen != qe - q0 or slen > MAX_READ_LEN:
+        return False, slen, h0 + 1
+    bad = 0
+    lowest = 255
+    highest = 0
+    for x in range(slen):
+        bad |= checked[buf[s0 + x]]
+        q = buf[q0 + x]
+        lowest = min(lowest, q)
+        highest = max(highest, q)
+    if bad & NOT_A_BASE or lowest < 33 or highest > 126:
+        return False, slen, h0 + 1
+    w = h0 + 1
+    while w < he and not whitespace[buf[w]]:
+        w += 1
+    if w - (h0 + 1) > 2 and buf[w - 2] == 47 and (buf[w - 1] == 49 or buf[w - 1] == 50):
+        w -= 2   # a /1 or /2 mate suffix is not part of the name (as parse_records cuts it)
+    return True, slen, w
+
+
+@njit(cache=True, nogil=True)
+def put_record_bytes(buf, h0, s0, q0, w, slen, checked, codes, quals, names, base, nb):
+    """A record's codes, Phred qualities and name (record_shape's) written at base and nb."""
+    for x in range(slen):
+        codes[base + x] = checked[buf[s0 + x]]
+        quals[base + x] = buf[q0 + x] - 33
+    for x in range(h0 + 1, w):
+        names[nb + x - h0 - 1] = buf[x]
+
+
 def parse_error(path, chunk, status, record, detail, first_line):
     """The one-line InputError for parse_records' first failure."""
     path = shown(path)
@@ -353,6 +404,64 @@ def joined_pieces(parts):
     return names, name_off, codes, quals, read_off_joined, text, text_off
 
 
+class RawReads:
+    """A batch of FASTQ records not parsed yet: the chunk of text holding exactly n whole records, from
+    line first_line + 1 of path. A backend that parses on its device (cuda: resident.py) takes it as it
+    is; everything else asks for parsed(), the Reads the host's parser makes of it (and the first bad
+    record's one-line error). Only single-end batches without comments are left raw (DeviceParsing)."""
+
+    has_comments = False
+
+    def __init__(self, path: str, chunk: np.ndarray, n: int, first_line: int, k: int):
+        self.path, self.chunk, self.n, self.first_line, self.k = path, chunk, n, first_line, k
+        self._parsed = None
+
+    def __len__(self):
+        return self.n
+
+    def longest(self) -> int:
+        """The most bases a record has (its sequence line's length, a CR included), without parsing."""
+        return int(longest_sequence_line(self.chunk))
+
+    def parsed(self):
+        if self._parsed is None:
+            self._parsed = encode_chunk(self.path, self.chunk, self.n, self.first_line, self.k)
+        return self._parsed
+
+
+def parsed(batch):
+    """The batch as Reads: a RawReads parsed on the host, anything else as it is."""
+    return batch.parsed() if isinstance(batch, RawReads) else batch
+
+
+def longest_read(batch) -> int:
+    """The most bases a read of the batch (Reads or RawReads) has, at least 1."""
+    return max(1, batch.longest() if isinstance(batch, RawReads) else int(batch.lengths.max(initial=1)))
+
+
+@njit(cache=True, nogil=True)
+def longest_sequence_line(buf):
+    """The longest second line of buf's 4-line records."""
+    longest = line = start = 0
+    for i in range(buf.shape[0]):
+        if buf[i] == 10:
+            if line % 4 == 1:
+                longest = max(longest, i - start)
+            line += 1
+            start = i + 1
+    return longest
+
+
+class DeviceParsing:
+    """Whether read_batches leaves its batches raw (RawReads) for the mapper's device to parse: set by
+    whoever knows the backend and the output (cli.open_reads, mapper.map_reads), read for each batch
+    as it is cut. The host's parse took 8-10 CPU-seconds of 10 M reads of 100 bp on the GPU host,
+    in the part of the run that all the host's cores are busy with (decoding, parsing, sorting)."""
+
+    def __init__(self, wanted: bool = False):
+        self.wanted = wanted
+
+
 def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = False, decoder: str | None = None,
            ramp: bool = False):
     """(bytes, n records, lines before it) of each batch of at most batch_size complete records (with
@@ -426,17 +535,24 @@ def cut_batches(path, blocks, sizes, allow_empty, end_batches=1):
 
 
 def read_batches(path: str, k: int, batch_size: int, threads: int = 1, allow_empty: bool = False,
-                 comments: bool = False, decoder: str | None = None, ramp: bool = False):
+                 comments: bool = False, decoder: str | None = None, ramp: bool = False,
+                 device: DeviceParsing | None = None):
     """Encoded batches of the file (or `-`, stdin), in order: decompressed and cut on a reader
     thread, parsed ahead on about half the threads (the rest map and write), a batch in pieces side
     by side on as many threads again (encode_chunk), which wait while nothing is left. A fault the reader
     meets (a truncated file, say) is raised after the batches before it, so an earlier bad record
     is reported first. comments: keep each record's header comment (Reads.comments). ramp: the first
-    batches smaller (ramp_sizes), for a mapper, whose results never depend on the batch size."""
+    batches smaller (ramp_sizes), for a mapper, whose results never depend on the batch size.
+    device: where its wanted is set as a batch is cut (and no comments are asked for), that batch is
+    left raw (RawReads) for the mapper's device to parse."""
     workers = max(1, min(8, (threads + 1) // 2))
     with ThreadPoolExecutor(max_workers=workers) as pool, ThreadPoolExecutor(max_workers=workers) as pieces:
         source = in_background(chunks(path, batch_size, threads, allow_empty, decoder, ramp), depth=workers)
-        yield from ordered_map(pool, lambda item: encode_chunk(path, *item, k, comments, pieces), source, workers + 1)
+        def batch_of(item):
+            if device is not None and device.wanted and not comments:
+                return RawReads(path, *item, k)
+            return encode_chunk(path, *item, k, comments, pieces)
+        yield from ordered_map(pool, batch_of, source, workers + 1)
 
 
 def encode_fastq(path: str, k: int, threads: int = 1, comments: bool = False, decoder: str | None = None):

@@ -31,6 +31,7 @@ from .bam.sort import SortedBam, UnsortedBam
 from .batches import as_batches, block_of_fragments, block_starts
 from .choose import HOST_PARALLEL, Choice, Loci, loci_of, place_multi_exact, single_end_choice
 from .errors import InputError
+from .fastq import DeviceParsing, longest_read, parsed
 from .md import MdNm
 from .options import MapParams, check_optical_distance
 from .output import scratch_dir
@@ -211,14 +212,19 @@ def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTi
     another's host work; results do not depend on it (every read is mapped on its own). rg: BAM
     output, whose records the backend may make; alignments False: nothing but them is needed
     (map_batch)."""
+    raw = parses_raw(backend, paired, rg, alignments)
+
     def map_one(batch):
         if batch.k != index.k:
             raise InputError(f"reads were encoded with k={batch.k} but the index has k={index.k}")
+        if not raw:
+            batch = parsed(batch)
         with times("prepare reads"):
             batch = backend.prepare_reads(batch)
         if paired:
             return batch, map_pair_batch(batch, genome, index, p, backend, times)
-        return batch, map_batch(batch, genome, index, p, backend, times, rg, alignments)
+        res = map_batch(batch, genome, index, p, backend, times, rg, alignments)
+        return (batch if res.records is not None else parsed(batch)), res   # the host encodes from Reads
 
     def timed(source):
         source = iter(source)
@@ -238,6 +244,12 @@ def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTi
     # thread frees, not when the oldest batch is done.
     with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="map") as pool:
         yield from in_background(ordered_map(pool, map_one, timed(batches), 2 * in_flight), depth=in_flight)
+
+
+def parses_raw(backend, paired: bool, rg, alignments: bool) -> bool:
+    """Whether batches may reach the backend unparsed (fastq.RawReads): where it maps single-end batches on
+    its device (single_end_batch) and nothing but the BAM records it makes there is asked for."""
+    return hasattr(backend, "single_end_batch") and not paired and rg is not None and not alignments
 
 
 class Progress:
@@ -289,7 +301,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
               threads: int = 1, read_group=None, command_line="gpualign", log=None, fmt: str = "bam",
               compression_level: int = 6, sort: bool = False, index_path: str | None = None, paired: bool = False,
               reference_fasta: str | None = None, markdup: bool = False, metrics_path: str | None = None,
-              output_name: str | None = None, optical_distance: int = 0):
+              output_name: str | None = None, optical_distance: int = 0, device_parsing: DeviceParsing | None = None):
     """Map reads (one Reads, or an iterable of batches as fastq.read_batches gives) and write them
     to out_path ('-' is stdout) as fmt: 'bam' (coordinate-sorted with sort=True, plus a .bai at
     index_path if given), 'sam' (read order), or 'cram' (as bam, re-encoded by htslib against
@@ -299,6 +311,8 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
     their metrics in Picard's layout at metrics_path if given, naming the BAM output_name (MultiQC's
     sample name; default out_path); optical_distance: count optical duplicates within that many
     pixels (bam/optical.py; 0: none).
+    device_parsing: the reader's switch (fastq.read_batches' device), set here once the backend is known:
+    whether its batches are left for the backend to parse (parses_raw).
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     p.check()
@@ -312,7 +326,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
             return map_reads(genome, index, reads, bam_path, p, backend_name, threads, read_group, command_line,
                              log, "bam", compression_level, sort, None, paired, markdup=markdup,
                              metrics_path=metrics_path, output_name=output_name or out_path,
-                             optical_distance=optical_distance)
+                             optical_distance=optical_distance, device_parsing=device_parsing)
     sam = fmt == "sam"
     # batches are assembled ahead on a thread of their own (mates paired, re-cut, interleaved: copies)
     batches = reader = in_background(as_batches(reads, p.batch_size, paired, p.tuning.insert_block), depth=2)
@@ -321,6 +335,8 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
             reading = early.submit(next, iter(batches), None)   # reading starts while the backend does
             with trace.span("start backend"):
                 backend = get_backend(backend_name, log)
+                if device_parsing is not None:
+                    device_parsing.wanted = parses_raw(backend, paired, None if sam else b"", sam or markdup)
                 ensure_compiled(backend.NAME, log)   # a cold cache compiles first, before the mapping clock starts
                 plan = getattr(backend, "batch_plan", None)   # the GPU's memory: checked before anything goes up
                 plan = plan(genome, index, p, paired, log) if plan else None
@@ -328,7 +344,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
             head = reading.result()
             warming.result()
         batches = itertools.chain([] if head is None else [head], batches)
-        in_flight, size = (plan(int(head.lengths.max(initial=1)) if head is not None else 1) if plan
+        in_flight, size = (plan(longest_read(head) if head is not None else 1) if plan
                            else (getattr(backend, "BATCHES_IN_FLIGHT", 1), p.batch_size))
         if size < p.batch_size and not paired:   # smaller batches where the GPU's memory asks for them
             batches = as_batches(batches, size)

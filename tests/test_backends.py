@@ -386,11 +386,13 @@ def kept_device_buffers(run):
     return out
 
 
-@pytest.mark.parametrize("paired", [False, True])
-def test_the_memory_model_covers_every_buffer_a_batch_keeps(monkeypatch, world, paired):
+@pytest.mark.parametrize("paired, raw", [(False, False), (False, True), (True, False)])
+def test_the_memory_model_covers_every_buffer_a_batch_keeps(monkeypatch, world, paired, raw):
     """resident.device_slots names every device buffer a mapped batch leaves kept and is at least its
     size (buffers a quarter larger, as cuda.kept_bytes makes them; the smallest-buffer floor off, so
-    small batches measure the model), and not far above it for the buffers that scale with reads."""
+    small batches measure the model), and not far above it for the buffers that scale with reads;
+    also for a raw batch parsed on the GPU, with its BAM records made there."""
+    from gpualign.fastq import RawReads
     from gpualign.mapper import map_pair_batch
     from helpers import simulate_pairs
     rng, genome, seqs, index = world
@@ -401,9 +403,15 @@ def test_the_memory_model_covers_every_buffer_a_batch_keeps(monkeypatch, world, 
         p = MapParams(max_indels=3, min_score=15, max_candidates=4, max_hits=64)
         kept = kept_device_buffers(lambda: map_pair_batch(batch, genome, index, p, cuda))
     else:
-        batch, _ = simulate_reads(rng, seqs, 30, length=55, n_rate=0.01)
+        batch, (names, reads, quals) = simulate_reads(rng, seqs, 30, length=55, n_rate=0.01)
         p = MapParams(max_indels=3, min_score=15, max_candidates=4, max_hits=64)
-        kept = kept_device_buffers(lambda: map_batch(batch, genome, index, p, cuda))
+        if raw:
+            text = b"".join(b"@%s\n%s\n+\n%s\n" % (nm, r, bytes(x + 33 for x in q))
+                            for nm, r, q in zip(names, reads, quals))
+            raw_batch = RawReads("r.fq", np.frombuffer(text, dtype=np.uint8), len(batch), 0, batch.k)
+            kept = kept_device_buffers(lambda: map_batch(raw_batch, genome, index, p, cuda, rg=b"", alignments=False))
+        else:
+            kept = kept_device_buffers(lambda: map_batch(batch, genome, index, p, cuda))
     model = resident.device_slots(len(batch), int(batch.lengths.max()), p, single_end=not paired)
     assert kept and set(kept) <= set(model), set(kept) - set(model)
     for slot, size in kept.items():
@@ -486,3 +494,109 @@ def test_a_close_pairs_block_larger_than_its_shared_rows_is_refused():
     for threads in (0, most + 1):
         with pytest.raises(ValueError, match=f"a close-pairs block of {threads} threads: 1 to {most}"):
             launch.block_threads(threads, most, "a close-pairs block")
+
+
+def fastq_text(rng, n):
+    """n FASTQ records in the shapes the parser takes: names with and without /1 and /2, comments after a space
+    or a tab, IUPAC codes and lower case, empty and long reads, every quality, some lines ending in CR LF."""
+    records = []
+    for i in range(n):
+        length = int(rng.choice([0, 1, 15, 16, 17, int(rng.integers(2, 160))]))
+        seq = "".join(rng.choice(list("ACGTNacgtnRYKMSWBDHVU."), size=length))
+        qual = "".join(chr(int(v)) for v in rng.integers(33, 127, size=length))
+        name = f"r{i}" + ("/1" if i % 5 == 1 else "/2" if i % 5 == 2 else "") + (" x y" if i % 3 == 0 else "\tBC:Z:A" if i % 7 == 0 else "")
+        plus = "+" + (f"r{i}" if i % 4 == 0 else "")
+        end = "\r\n" if i % 6 == 5 else "\n"
+        records.append(end.join(("@" + name, seq, plus, qual)) + end)
+    return "".join(records).encode()
+
+
+def parsed_on_device(raw):
+    """parse_on_device's result as host arrays (None where it left the batch to the host)."""
+    out = resident.parse_on_device(raw)
+    if out is None:
+        return None
+    arrays, name_hash, *_, shape = out
+    host = {f: arrays[f].copy_to_host() for f in ("codes", "quals", "read_off", "word_off", "names", "name_off")}
+    host["name_hash"] = name_hash.copy_to_host()
+    host["codes"], host["quals"] = host["codes"][:shape.bases], host["quals"][:shape.bases]
+    host["names"] = host["names"][:shape.name_bytes]
+    return host, shape
+
+
+def test_fastq_parsed_on_the_gpu_as_the_host_parses_it(monkeypatch, rng):
+    """parse_on_device makes of a chunk of FASTQ text the arrays the host's parser makes (codes, qualities,
+    names, their offsets and hashes, packed words' offsets), in tiles and scans of several blocks; and leaves
+    to the host every chunk with a record the host's parser would reject, whatever the fault."""
+    from gpualign.fastq import RawReads, encode_chunk
+    from gpualign.reads import word_offsets
+    monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
+    monkeypatch.setattr(launch, "SCAN_THREADS", 8)
+    monkeypatch.setattr(resident, "NEWLINE_TILE", 13)
+    for n in (1, 2, 21):
+        text = np.frombuffer(fastq_text(rng, n), dtype=np.uint8)
+        raw = RawReads("x.fq", text, n, 0, 8)
+        host = encode_chunk("x.fq", text, n, 0, 8)
+        got, shape = parsed_on_device(raw)
+        for f in ("codes", "quals", "read_off", "names", "name_off", "name_hash"):
+            assert np.array_equal(got[f], getattr(host, f)), f
+        assert np.array_equal(got["word_off"], word_offsets(host.read_off))
+        assert shape == resident.BatchShape(n, max(1, int(host.lengths.max())), len(host.codes), len(host.names))
+    lines = fastq_text(rng, 8).split(b"\n")
+    h, q = 4 * 3, 4 * 3 + 3   # record r3's header and quality lines
+    seq = lines[h + 1] or b"A"
+    faults = {"no @": {h: lines[h][1:]}, "a space after @": {h: b"@ " + lines[h][1:]}, "no name": {h: b"@"},
+              "no +": {h + 2: b"-"}, "an empty + line": {h + 2: b""}, "lengths": {q: lines[q] + b"I"},
+              "a bad base": {h + 1: b"-" + seq[1:], q: b"I" * len(seq)},
+              "a bad quality": {h + 1: seq, q: b" " + b"I" * (len(seq) - 1)},
+              "too long": {h + 1: b"A" * 1025, q: b"I" * 1025}}
+    for fault, changes in faults.items():
+        bad = b"\n".join(changes.get(i, line) for i, line in enumerate(lines))
+        raw = RawReads("x.fq", np.frombuffer(bad, dtype=np.uint8), 8, 0, 8)
+        with pytest.raises(InputError):
+            raw.parsed()
+        assert resident.parse_on_device(raw) is None, fault
+
+
+def test_raw_batches_parsed_on_the_gpu_map_to_the_cpus_records(monkeypatch, world, tmp_path):
+    """With the reader's batches left raw (fastq.DeviceParsing), the cuda backend parses them on the GPU
+    and the sorted BAM holds the cpu backend's records; where a record is bad, its batch is parsed on
+    the host, which raises the cpu backend's one-line error; SAM output takes no raw batch."""
+    from gpualign import fastq
+    rng, genome, seqs, index = world
+    batch, (names, reads, quals) = simulate_reads(rng, seqs, 30, length=50, n_rate=0.01)
+    text = b"".join(b"@%s c\n%s\n+\n%s\n" % (nm, r, bytes(x + 33 for x in q)) for nm, r, q in zip(names, reads, quals))
+    path = tmp_path / "r.fq"
+    path.write_bytes(text)
+    monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
+    monkeypatch.setattr(launch, "SEED_BLOCK_THREADS", 3)   # the simulator runs a Python thread a CUDA thread
+    monkeypatch.setattr(launch, "SEED_FIRST_THREADS", 2)
+    monkeypatch.setattr(launch, "SCAN_THREADS", 8)
+    p = MapParams(max_indels=3, min_score=15, max_candidates=2, max_hits=24, batch_size=8)
+    on_gpu = []
+    real = resident.parse_on_device
+    monkeypatch.setattr(resident, "parse_on_device", lambda raw: (on_gpu.append(raw.n), real(raw))[1])
+
+    def mapped(backend, fq, fmt="bam"):
+        device = fastq.DeviceParsing(backend == "cuda")
+        out = str(tmp_path / f"{backend}.{fmt}")
+        map_reads(genome, index, fastq.read_batches(str(fq), 8, p.batch_size, 2, device=device), out, p,
+                  backend_name=backend, threads=2, sort=fmt == "bam", fmt=fmt, log=lambda msg: None,
+                  device_parsing=device)
+        with pysam.AlignmentFile(out, check_sq=False) as bam:
+            return [r.to_string() for r in bam]
+
+    assert mapped("cuda", path) == mapped("cpu", path)
+    assert sum(on_gpu) == len(batch) and len(on_gpu) >= 3
+    on_gpu.clear()
+    assert mapped("cuda", path, "sam") == mapped("cpu", path, "sam") and sum(on_gpu) <= p.batch_size
+    bad = tmp_path / "bad.fq"
+    lines = text.split(b"\n")
+    lines[4 * 19 + 2] = b"-"   # the 20th record's third line
+    bad.write_bytes(b"\n".join(lines))
+    errors = []
+    for backend in ("cpu", "cuda"):
+        with pytest.raises(InputError) as err:
+            mapped(backend, bad)
+        errors.append(str(err.value))
+    assert errors[0] == errors[1] and "line 79: expected a '+' line" in errors[0]

@@ -298,15 +298,16 @@ def _derive_on_device(reads, arrays):
         if f not in arrays:
             arrays[f] = _upload(f, getattr(reads, f))
     arrays["word_off"] = _upload("word_off", word_off)
-    arrays.update(_derived_buffers(reads, word_off))
+    arrays.update(_derived_buffers(n, len(reads.codes), int(word_off[-1])))
     _launch(K._derive_kernel, n, arrays["codes"], arrays["read_off"], arrays["word_off"], reads.k,
             *(arrays[f] for f in ("rc_codes", "packed", "rc_packed", "hbin", "rc_hbin")))
 
 
-def _derived_buffers(reads, word_off):
-    """Device buffers for what a kernel derives from a batch's codes (reads.DERIVED but word_off)."""
-    n, words = len(reads), max(int(word_off[-1]), 1)
-    return {"rc_codes": _empty("rc_codes", max(len(reads.codes), 1), np.uint8),
+def _derived_buffers(n: int, bases: int, words: int):
+    """Device buffers for what a kernel derives from a batch's codes (reads.DERIVED but word_off): n
+    reads of `bases` bases in all, `words` packed words."""
+    words = max(words, 1)
+    return {"rc_codes": _empty("rc_codes", max(bases, 1), np.uint8),
             "packed": _empty("packed", words, np.uint32), "rc_packed": _empty("rc_packed", words, np.uint32),
             "hbin": _empty("hbin", max(n, 1), np.int64), "rc_hbin": _empty("rc_hbin", max(n, 1), np.int64)}
 
@@ -532,13 +533,12 @@ def record_allowance(maxlen: int, rg_len: int, t: int) -> int:
     return 36 + 1 + (rg_len + 4 if rg_len else 0) + 4 * ops + tags
 
 
-def record_capacity(reads, rg_len: int, t: int) -> int:
+def record_capacity(shape, rg_len: int, t: int) -> int:
     """Bytes the GPU's buffer for a single-end batch's BAM records is given (records_on_device), from
-    lengths alone: names, SEQ and QUAL exactly and record_allowance a read. A record may exceed its
-    allowance (more operations); the batch overflows only where the sum does."""
-    n, bases = len(reads), int(reads.read_off[-1])
-    maxlen = int(reads.lengths.max(initial=1))
-    return n * record_allowance(maxlen, rg_len, t) + int(reads.name_off[-1]) + (bases + n) // 2 + bases
+    lengths alone (shape: resident.BatchShape): names, SEQ and QUAL exactly and record_allowance a read.
+    A record may exceed its allowance (more operations); the batch overflows only where the sum does."""
+    n, bases = shape.n, shape.bases
+    return n * record_allowance(shape.maxlen, rg_len, t) + shape.name_bytes + (bases + n) // 2 + bases
 
 
 def records_on_device(by_read, row_of, choice, proper, paired, read_arrays, ops, lens, trace, md, genome, rg,

@@ -19,7 +19,7 @@ import numpy as np
 from numba import cuda
 from numba.cuda.core import config as cuda_core_config
 
-from .. import choose, encode, extend, md, seed
+from .. import choose, encode, extend, fastq, md, seed
 from ..bam import records
 from ..extend import PAIR_DONE, RESCUE_COL, RESCUE_ROW, RESCUE_SCORE
 from ..options import MAX_INDELS
@@ -38,7 +38,7 @@ NARROW_BASES = (CLOSE_SHARED_THREADS, ROW_STRIDE)
 NARROW_TRACE_ROWS = (4, CLOSE_SHARED_THREADS, ROW_STRIDE)   # a traceback DP's H, F, HS, FS
 
 # the per-read functions the kernels call, and the modules that define them
-_SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read"],
+_SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read", "fnv1a"],
            seed: ["read_matches_at", "exact_hits", "seed_kmer", "seed_offset", "scratch_words", "collect_seed_hits",
                   "merge_sort_runs", "vote_clusters", "find_candidates", "kept_candidates", "left_out_well_supported",
                   "unseen_score"],
@@ -49,14 +49,15 @@ _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read
            choose: ["locus_scores", "mapq_of", "choose_one", "place_exact_copy"],
            md: ["put_decimal", "md_and_nm", "md_of_row"],
            records: ["reg2bin", "put_int", "put_tag_head", "put_int_tag", "read_alone", "read_fields", "sort_key",
-                     "put_cigar_op", "put_cigar", "put_seq_qual", "put_alignment_tags", "put_mate_tags", "put_record"]}
+                     "put_cigar_op", "put_cigar", "put_seq_qual", "put_alignment_tags", "put_mate_tags", "put_record"],
+           fastq: ["content_end", "record_shape", "put_record_bytes"]}
 # functions whose device version is another text: the GPU has no memmove
 _STANDINS = {"copy_bytes": records.copy_bytes_loop}
 
 
 def _device_functions():
     """Recompile the shared per-read functions as device functions; their calls to each other
-    resolve to the device versions through one namespace holding the three modules' globals."""
+    resolve to the device versions through one namespace holding their modules' globals."""
     g = {}
     for module in _SHARED:
         g.update(vars(module))
@@ -82,6 +83,9 @@ d_md_of_row = _dev["md_of_row"]
 d_read_fields = _dev["read_fields"]
 d_sort_key = _dev["sort_key"]
 d_put_record = _dev["put_record"]
+d_fnv1a = _dev["fnv1a"]
+d_record_shape = _dev["record_shape"]
+d_put_record_bytes = _dev["put_record_bytes"]
 
 
 @cuda.jit(cache=True)

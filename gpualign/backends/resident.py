@@ -18,9 +18,12 @@ Launch sizes come from the host's bounds (reads, reads x candidates a read may k
 counts read on the device, so no stage waits for the host.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .. import extend, seed
+from ..fastq import CHECKED, WHITESPACE, RawReads
 from ..extend import TR_COLUMNS, TR_NOPS
 from ..md import md_bound
 from ..reads import word_offsets
@@ -52,10 +55,26 @@ def _hit_words(n, p):
     return max(first, again, 1)
 
 
+class BatchShape(NamedTuple):
+    """What the host needs to know of a batch to size its buffers."""
+    n: int            # reads
+    maxlen: int       # the most bases a read has (at least 1)
+    bases: int        # bases in all
+    name_bytes: int   # name bytes in all
+
+
 def _batch_on_device(reads):
     """The batch's codes and, in one upload, its read offsets, word offsets, name hashes and four
     zeroed list counters (picked, re-seeded, open pairs and listed traces); the derived arrays' buffers (the exact
-    kernel fills them), registered as the batch's so that later stages on this thread (cuda.py's) find them."""
+    kernel fills them), registered as the batch's so that later stages on this thread (cuda.py's) find them.
+    A raw batch (fastq.RawReads) is parsed here (parse_on_device), or, where a record is not as that parse
+    takes it, on the host (its error, if it has one, raised). Returns (arrays, name hashes, the four
+    counters, BatchShape)."""
+    if isinstance(reads, RawReads):
+        on_device = parse_on_device(reads)
+        if on_device is not None:
+            return on_device
+        reads = reads.parsed()
     n = len(reads)
     word_off = word_offsets(reads.read_off)
     ints = np.empty(3 * n + 6, dtype=np.int64)
@@ -64,10 +83,56 @@ def _batch_on_device(reads):
     ints[2 * n + 2:3 * n + 2] = reads.name_hash
     ints[3 * n + 2:] = 0
     on = cu._upload("batch integers", ints)
+    bases = len(reads.codes)
     arrays = {"reads": reads, "codes": cu._upload("codes", reads.codes), "read_off": on[:n + 1],
-              "word_off": on[n + 1:2 * n + 2], **cu._derived_buffers(reads, word_off)}
+              "word_off": on[n + 1:2 * n + 2], **cu._derived_buffers(n, bases, int(word_off[-1]))}
     cu._state().batch = arrays
-    return arrays, on[2 * n + 2:3 * n + 2], *(on[3 * n + 2 + c:3 * n + 3 + c] for c in range(4))
+    shape = BatchShape(n, int(reads.lengths.max(initial=1)), bases, int(reads.name_off[-1]))
+    return arrays, on[2 * n + 2:3 * n + 2], *(on[3 * n + 2 + c:3 * n + 3 + c] for c in range(4)), shape
+
+
+NEWLINE_TILE = 256   # bytes of text a thread of the newline kernels scans
+FASTQ_HEADER = 256   # bytes of a record's header line that the GPU's memory plan allows for
+
+
+def parse_on_device(raw):
+    """A raw batch's text parsed on the GPU into what _batch_on_device makes of a parsed one (and its
+    names, name offsets and qualities, which the records kernel reads), registered as the batch's
+    arrays: the text goes up, each newline's place is found (counted a tile a thread, an exclusive scan,
+    written), then a thread a record measures and checks it (fastq.record_shape), three scans make the
+    offsets, and a thread a record writes its codes, qualities, name and name hash. The host waits once,
+    for the batch's shape. None where any record is not as parse_records would take it without an error
+    (the host parses the batch then, and names its first bad record)."""
+    n, size = raw.n, len(raw.chunk)
+    text = cu._upload("fastq text", raw.chunk)
+    tiles = max(1, -(-size // NEWLINE_TILE))
+    starts = cu._empty("newline starts", tiles + 1, np.int64)
+    cu._launch(K._newline_counts_kernel, tiles, text, NEWLINE_TILE, starts)
+    cu.scan_on_device(starts, 1, tiles, starts)
+    places = cu._empty("newlines", 4 * n, np.int64)
+    cu._launch(K._newline_places_kernel, tiles, text, NEWLINE_TILE, starts, places)
+    ints = cu._empty("parsed integers", 4 * n + 3, np.int64)
+    read_off, word_off, name_off, name_hash = ints[:n + 1], ints[n + 1:2 * n + 2], ints[2 * n + 2:3 * n + 3], ints[3 * n + 3:]
+    counters = cu._upload("batch counters", np.zeros(6, dtype=np.int64))   # four list counters; bad records, longest
+    checked = cu._on_device(CHECKED)
+    cu._launch(K._measure_records_kernel, n, text, places, checked, cu._on_device(WHITESPACE), read_off, word_off,
+               name_off, counters[4:])
+    for offsets in (read_off, word_off, name_off):
+        cu.scan_on_device(offsets, 1, n, offsets)
+    bound = size // 2 + 1   # bases (and qualities) a text of `size` bytes can hold, as parse_records sizes them
+    codes, quals = cu._empty("codes", bound, np.uint8), cu._empty("quals", bound, np.uint8)
+    names = cu._empty("names", max(size, 1), np.uint8)
+    cu._launch(K._write_records_kernel, n, text, places, checked, read_off, name_off, codes, quals, names, name_hash)
+    shape, bases, words, name_bytes = cu._fetch(counters[4:], read_off[n:], word_off[n:], name_off[n:])
+    if shape[0]:
+        return None
+    bases, words, name_bytes = int(bases[0]), int(words[0]), int(name_bytes[0])
+    arrays = {"reads": raw, "codes": codes[:max(bases, 1)], "read_off": read_off, "word_off": word_off,
+              "names": names[:max(name_bytes, 1)], "name_off": name_off, "quals": quals[:max(bases, 1)],
+              **cu._derived_buffers(n, bases, words)}
+    cu._state().batch = arrays
+    return (arrays, name_hash, *(counters[c:c + 1] for c in range(4)),
+            BatchShape(n, max(int(shape[1]), 1), bases, name_bytes))
 
 
 def _chain(reads, genome, index, p, single_end, rg=None):
@@ -77,7 +142,8 @@ def _chain(reads, genome, index, p, single_end, rg=None):
     emax = p.max_exact
     widen = tn.reseed_hits > 0
     stride = p.max_candidates * (tn.reseed_candidates if widen else 1)   # candidate slots a read
-    arrays, name_hash, npicked, nredo, nopen, ntrace = _batch_on_device(reads)
+    arrays, name_hash, npicked, nredo, nopen, ntrace, shape = _batch_on_device(reads)
+    reads = arrays["reads"]   # a raw batch the host had to parse is Reads now
     codes, rc_codes, read_off = arrays["codes"], arrays["rc_codes"], arrays["read_off"]
     g = cu._genome_args(genome)
     idx = (cu._on_device(index.offsets), cu._on_device(index.positions))
@@ -127,7 +193,7 @@ def _chain(reads, genome, index, p, single_end, rg=None):
     d["keep"] = cu._empty("loci keep", bound, np.bool_)
     for f in CHOICE:
         d[f] = cu._empty(f"choice {f}", n, np.int64)
-    maxlen = int(reads.lengths.max(initial=1))
+    maxlen = shape.maxlen
     traced = n if single_end else 1
     d["ops"] = cu._empty("ops", traced * (2 * maxlen + 2), np.uint8)
     d["lens"] = cu._empty("lens", traced * (2 * maxlen + 2), np.int32)
@@ -146,7 +212,7 @@ def _chain(reads, genome, index, p, single_end, rg=None):
                                                                  d["ops"], d["lens"], d["trace"], genome, maxlen, t)
         if rg is not None:
             width = 2 * maxlen + 2
-            d["capacity"] = cu.record_capacity(reads, len(rg), t)
+            d["capacity"] = cu.record_capacity(shape, len(rg), t)
             d["record offsets"], d["records"], d["record keys"] = cu.records_on_device(
                 True, d["key"], tuple(d[f] for f in ("key", "mapq", "score", "sub")), d["key"], False,
                 cu._read_arrays(reads, "names", "name_off", "codes", "quals", "read_off"),
@@ -249,6 +315,13 @@ def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
         slots |= {"names": n * 254, "name_off": 8 * (n + 1), "quals": n * maxlen, "record offsets": 8 * (n + 1),
                   "record keys": 8 * n, "read group": 256,
                   "records": n * (254 + cu.record_allowance(maxlen, 255, t) + (maxlen + 1) // 2 + maxlen)}
+        # a raw batch's text and what parse_on_device makes of it (a header taken as at most FASTQ_HEADER bytes)
+        text = n * (2 * maxlen + 6 + FASTQ_HEADER)
+        slots |= {"fastq text": text, "newline starts": 8 * (-(-text // NEWLINE_TILE) + 1), "newlines": 32 * n,
+                  "parsed integers": 8 * (4 * n + 3), "batch counters": 48,
+                  "scan tile sums": 8 * -(-max(n, -(-text // NEWLINE_TILE)) // launch.SCAN_THREADS)}
+        for slot, size in (("codes", text // 2 + 1), ("quals", text // 2 + 1), ("names", text)):
+            slots[slot] = max(slots[slot], size)
     slots |= {"ops": traced * (2 * maxlen + 2), "lens": 4 * traced * (2 * maxlen + 2),
               "traceback": 8 * TR_COLUMNS * traced, "listed traces": 8 * traced,
               "traceback bytes": cu.close_trace_bytes(traced, maxlen, t),

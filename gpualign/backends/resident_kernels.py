@@ -15,7 +15,7 @@ from . import cuda_kernels as ck
 from . import seed_block as sb
 from .launch import MAX_VOTE_THREADS, SHARED_MAX_HITS
 from .seed_block import MAX_RUNS, MAX_SEEDS
-from .cuda_kernels import d_derive_read, d_exact_hits, d_open_trace
+from .cuda_kernels import d_derive_read, d_exact_hits, d_fnv1a, d_open_trace, d_put_record_bytes, d_record_shape
 
 d_kept_candidates = ck._dev["kept_candidates"]
 d_unseen_score = ck._dev["unseen_score"]
@@ -183,3 +183,70 @@ def _choose_kernel(pair_start, pair_key, ext, codes, rc_codes, read_off, g_packe
                     match, mismatch, gap_open, gap_ext, cuda.local.array(4, dtype=np.int64),
                     cuda.local.array(4, dtype=np.int64), ops, lens, r, out):
         listed[cuda.atomic.add(ntrace, 0, 1)] = r
+
+
+# FASTQ parsed on the GPU (resident.parse_on_device): each tile's newlines counted, their places written
+# after an exclusive scan, then each record measured and checked, and written, a thread a record.
+@cuda.jit(cache=True)
+def _newline_counts_kernel(buf, tile, counts):
+    """counts[i + 1]: the newlines in tile i of buf (tile bytes a thread)."""
+    i = cuda.grid(1)
+    if i >= counts.shape[0] - 1:
+        return
+    c = 0
+    for x in range(i * tile, min((i + 1) * tile, buf.shape[0])):
+        if buf[x] == 10:
+            c += 1
+    counts[i + 1] = c
+
+
+@cuda.jit(cache=True)
+def _newline_places_kernel(buf, tile, starts, places):
+    """The index of each newline of buf, in order: tile i's from places[starts[i]] on."""
+    i = cuda.grid(1)
+    if i >= starts.shape[0] - 1:
+        return
+    o = starts[i]
+    for x in range(i * tile, min((i + 1) * tile, buf.shape[0])):
+        if buf[x] == 10:
+            places[o] = x
+            o += 1
+
+
+@cuda.jit(device=True)
+def d_record_start(r, places):
+    return 0 if r == 0 else places[4 * r - 1] + 1
+
+
+@cuda.jit(cache=True)
+def _measure_records_kernel(buf, places, checked, whitespace, read_off, word_off, name_off, shape):
+    """Record r's bases, packed words and name bytes at [r + 1] of read_off, word_off and name_off (sizes
+    that a scan turns into offsets); shape[0] counts the records fastq.record_shape finds not ok (none
+    written: the host parses the batch), shape[1] is the most bases a record has."""
+    r = cuda.grid(1)
+    if r >= read_off.shape[0] - 1:
+        return
+    h0 = d_record_start(r, places)
+    ok, bases, w = d_record_shape(buf, h0, places[4 * r], places[4 * r + 1], places[4 * r + 2], places[4 * r + 3],
+                                  checked, whitespace)
+    if not ok:
+        cuda.atomic.add(shape, 0, 1)
+        bases = 0
+        w = h0 + 1
+    read_off[r + 1] = bases
+    word_off[r + 1] = (bases + 15) // 16
+    name_off[r + 1] = w - h0 - 1
+    cuda.atomic.max(shape, 1, bases)
+
+
+@cuda.jit(cache=True)
+def _write_records_kernel(buf, places, checked, read_off, name_off, codes, quals, names, name_hash):
+    """Record r's codes, qualities and name at its offsets, and its name's hash (encode.fnv1a)."""
+    r = cuda.grid(1)
+    if r >= read_off.shape[0] - 1:
+        return
+    h0 = d_record_start(r, places)
+    nb = name_off[r]
+    d_put_record_bytes(buf, h0, places[4 * r] + 1, places[4 * r + 2] + 1, h0 + 1 + name_off[r + 1] - nb,
+                       read_off[r + 1] - read_off[r], checked, codes, quals, names, read_off[r], nb)
+    name_hash[r] = d_fnv1a(names, nb, name_off[r + 1])
