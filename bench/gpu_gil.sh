@@ -8,6 +8,9 @@
 #   run(command="SETS=ecoli_se ECOLI_READS=10000000 K_ECOLI=12 bash bench/gpu_gil.sh",
 #       carry=[".whlreal", ".peer", ".sim", ".data"])
 #
+# py-spy comes as a wheel beside gpu_real.sh's five in .whlreal (3 MB): python3 -m pip download --no-deps
+# --only-binary=:all: --python-version 3.12 --platform manylinux1_x86_64 -d .whlreal py-spy
+#
 # $OUT gets traces.tar.gz (gpu_trace.sh's) and gil.tar.gz: gil_<set>.txt and all_<set>.txt (py-spy's raw format:
 # one collapsed stack a line, with its thread, and its sample count), their logs and walls; read them here with
 # `python bench/gil_report.py gil_<set>.txt --rate RATE --wall WALL`.
