@@ -304,16 +304,6 @@ def record_shape(buf, h0, h1, s1, p1, q1, checked, whitespace):
     return True, slen, w
 
 
-@njit(cache=True, nogil=True)
-def put_record_bytes(buf, h0, s0, q0, w, slen, checked, codes, quals, names, base, nb):
-    """A record's codes, Phred qualities and name (record_shape's) written at base and nb."""
-    for x in range(slen):
-        codes[base + x] = checked[buf[s0 + x]]
-        quals[base + x] = buf[q0 + x] - 33
-    for x in range(h0 + 1, w):
-        names[nb + x - h0 - 1] = buf[x]
-
-
 def parse_error(path, chunk, status, record, detail, first_line):
     """The one-line InputError for parse_records' first failure."""
     path = shown(path)

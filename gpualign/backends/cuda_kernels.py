@@ -50,7 +50,7 @@ _SHARED = {encode: ["base_at", "genome_word", "any_n", "contig_of", "derive_read
            md: ["put_decimal", "md_and_nm", "md_of_row"],
            records: ["reg2bin", "put_int", "put_tag_head", "put_int_tag", "read_alone", "read_fields", "sort_key",
                      "put_cigar_op", "put_cigar", "put_seq_qual", "put_alignment_tags", "put_mate_tags", "put_record"],
-           fastq: ["content_end", "record_shape", "put_record_bytes"]}
+           fastq: ["content_end", "record_shape"]}
 # functions whose device version is another text: the GPU has no memmove
 _STANDINS = {"copy_bytes": records.copy_bytes_loop}
 
@@ -85,7 +85,6 @@ d_sort_key = _dev["sort_key"]
 d_put_record = _dev["put_record"]
 d_fnv1a = _dev["fnv1a"]
 d_record_shape = _dev["record_shape"]
-d_put_record_bytes = _dev["put_record_bytes"]
 
 
 @cuda.jit(cache=True)

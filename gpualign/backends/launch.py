@@ -14,6 +14,8 @@ SEED_FIRST_BLOCKS = 4096
 SHARED_MAX_HITS = 1024
 SCAN_THREADS = 1024   # a tile of an exclusive scan, a block (at most SCAN_SHARED; cuda.scan_on_device)
 SCAN_SHARED = 1024    # ... its shared slots, a thread each (cuda_kernels.d_tile_scan; compile-time: never patch it)
+WARP = 32             # threads a record of the GPU's FASTQ parse writes with (resident_kernels._write_records_kernel,
+                      # coalesced; compile-time: never patch it)
 # Extension DPs (cuda_kernels._close_pairs_kernel): bands of t <= NARROW_T keep a thread's six band rows in shared
 # memory, CLOSE_THREADS threads a block, at most CLOSE_BLOCKS blocks looping over the listed pairs (an H100 holds
 # 132 x 6 such blocks at once). The shared rows are sized for CLOSE_SHARED_THREADS when the kernels' module is

@@ -100,7 +100,7 @@ def parse_on_device(raw):
     names, name offsets and qualities, which the records kernel reads), registered as the batch's
     arrays: the text goes up, each newline's place is found (counted a tile a thread, an exclusive scan,
     written), then a thread a record measures and checks it (fastq.record_shape), three scans make the
-    offsets, and a thread a record writes its codes, qualities, name and name hash. The host waits once,
+    offsets, and a warp a record writes its codes, qualities, name and name hash. The host waits once,
     for the batch's shape. None where any record is not as parse_records would take it without an error
     (the host parses the batch then, and names its first bad record)."""
     n, size = raw.n, len(raw.chunk)
@@ -122,7 +122,8 @@ def parse_on_device(raw):
     bound = size // 2 + 1   # bases (and qualities) a text of `size` bytes can hold, as parse_records sizes them
     codes, quals = cu._empty("codes", bound, np.uint8), cu._empty("quals", bound, np.uint8)
     names = cu._empty("names", max(size, 1), np.uint8)
-    cu._launch(K._write_records_kernel, n, text, places, checked, read_off, name_off, codes, quals, names, name_hash)
+    cu._launch(K._write_records_kernel, launch.WARP * n, text, places, checked, read_off, name_off, codes, quals, names,
+               name_hash)
     shape, bases, words, name_bytes = cu._fetch(counters[4:], read_off[n:], word_off[n:], name_off[n:])
     if shape[0]:
         return None

@@ -13,9 +13,9 @@ from numba import cuda
 from ..extend import NEG, TR_NOPS
 from . import cuda_kernels as ck
 from . import seed_block as sb
-from .launch import MAX_VOTE_THREADS, SHARED_MAX_HITS
+from .launch import MAX_VOTE_THREADS, SHARED_MAX_HITS, WARP
 from .seed_block import MAX_RUNS, MAX_SEEDS
-from .cuda_kernels import d_derive_read, d_exact_hits, d_fnv1a, d_open_trace, d_put_record_bytes, d_record_shape
+from .cuda_kernels import d_derive_read, d_exact_hits, d_fnv1a, d_open_trace, d_record_shape
 
 d_kept_candidates = ck._dev["kept_candidates"]
 d_unseen_score = ck._dev["unseen_score"]
@@ -241,12 +241,20 @@ def _measure_records_kernel(buf, places, checked, whitespace, read_off, word_off
 
 @cuda.jit(cache=True)
 def _write_records_kernel(buf, places, checked, read_off, name_off, codes, quals, names, name_hash):
-    """Record r's codes, qualities and name at its offsets, and its name's hash (encode.fnv1a)."""
-    r = cuda.grid(1)
+    """Record r's codes, qualities and name at its offsets, a warp a record (WARP threads): its lanes read
+    and write consecutive bytes, so that a warp's accesses are coalesced (a thread a record took 1.3 ms a
+    48 MB batch on an H200); and its name's hash (encode.fnv1a, of the name's bytes in the text)."""
+    i = cuda.grid(1)
+    r, lane = i // WARP, i % WARP
     if r >= read_off.shape[0] - 1:
         return
     h0 = d_record_start(r, places)
-    nb = name_off[r]
-    d_put_record_bytes(buf, h0, places[4 * r] + 1, places[4 * r + 2] + 1, h0 + 1 + name_off[r + 1] - nb,
-                       read_off[r + 1] - read_off[r], checked, codes, quals, names, read_off[r], nb)
-    name_hash[r] = d_fnv1a(names, nb, name_off[r + 1])
+    s0, q0 = places[4 * r] + 1, places[4 * r + 2] + 1
+    base, nb = read_off[r], name_off[r]
+    for x in range(lane, read_off[r + 1] - base, WARP):
+        codes[base + x] = checked[buf[s0 + x]]
+        quals[base + x] = buf[q0 + x] - 33
+    for x in range(lane, name_off[r + 1] - nb, WARP):
+        names[nb + x] = buf[h0 + 1 + x]
+    if lane == 0:
+        name_hash[r] = d_fnv1a(buf, h0 + 1, h0 + 1 + name_off[r + 1] - nb)
