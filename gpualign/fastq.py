@@ -43,7 +43,7 @@ for _c in b" \t\r\n\x0b\x0c":
 # first-failure codes of parse_records, in the order the checks run within a record
 BAD_HEADER, BAD_PLUS, BAD_LENGTHS, TOO_LONG, BAD_BASE, BAD_QUAL = 1, 2, 3, 4, 5, 6
 NOT_A_BASE = 128   # CHECKED's entry for a byte that is not a base (bit 7: a branchless check)
-CHECKED = np.where(SEQ_OK, CODE, NOT_A_BASE).astype(np.uint8)   # checked_codes(SEQ_OK, CODE)
+CHECKED = np.where(SEQ_OK, CODE, NOT_A_BASE).astype(np.uint8)   # a base's code, or NOT_A_BASE (parse_records' table)
 
 
 def cut_records(buf: np.ndarray, start: int, max_records: int):
@@ -149,15 +149,6 @@ def line_from(buf, s, guess, cr):
 
 
 @njit(cache=True, nogil=True)
-def checked_codes(seq_ok, code):
-    """A base's code for each byte, or NOT_A_BASE for a byte that is not a base."""
-    checked = np.empty(256, dtype=np.uint8)
-    for c in range(256):
-        checked[c] = code[c] if seq_ok[c] else NOT_A_BASE
-    return checked
-
-
-@njit(cache=True, nogil=True)
 def parse_records(buf, n, seq_ok, whitespace, code, want_comments):
     """Parse n complete records; returns (status, record, detail, arrays...).
 
@@ -173,7 +164,9 @@ def parse_records(buf, n, seq_ok, whitespace, code, want_comments):
     and the first bad byte is looked for only where there is one (370-450 -> 315-345 ns a 100 bp
     record on the 2-core machine).
     """
-    checked = checked_codes(seq_ok, code)
+    checked = np.empty(256, dtype=np.uint8)   # CHECKED, for the tables given
+    for c in range(256):
+        checked[c] = code[c] if seq_ok[c] else NOT_A_BASE
     names = np.empty(buf.shape[0], dtype=np.uint8)
     name_off = np.zeros(n + 1, dtype=np.int64)
     codes = np.empty(buf.shape[0] // 2 + 1, dtype=np.uint8)

@@ -186,7 +186,7 @@ def _choose_kernel(pair_start, pair_key, ext, codes, rc_codes, read_off, g_packe
 
 
 # FASTQ parsed on the GPU (resident.parse_on_device): each tile's newlines counted, their places written
-# after an exclusive scan, then each record measured and checked, and written, a thread a record.
+# after an exclusive scan, then each record measured and checked (a thread a record), and written (a warp a record).
 @cuda.jit(cache=True)
 def _newline_counts_kernel(buf, tile, counts):
     """counts[i + 1]: the newlines in tile i of buf (tile bytes a thread)."""
