@@ -7,8 +7,8 @@
 #
 #   run(command="SETS='chrX_se chrX_pe' CHRX_READS=2000000 CHRX_PAIRS=1000000 K_CHRX=12 RUNS=2 \
 #       B_DIR=.basepkg bash bench/gpu_ab.sh", carry=[".whlreal", ".peer", ".sim", ".data", ".basepkg"])
-# with .basepkg made by: git archive REV gpualign | tar -x -C .basepkg. NCU_KERNEL (a regex): Nsight Compute's
-# sections for one launch of that kernel, in $OUT/ncu.txt.
+# with .basepkg made by: git archive REV gpualign | tar -x -C .basepkg. NCU_KERNEL (regexes, space-separated):
+# Nsight Compute's sections for one launch of each kernel, in $OUT/ncu_<regex>.txt.
 set -uo pipefail
 export WHL=${WHL:-.whlreal}
 bash bench/gpu_trace.sh || exit 1
@@ -28,11 +28,15 @@ for set in ${SETS:-ecoli_se}; do
   tail -n 3 /tmp/ab_a.log /tmp/ab_b.log >> "$OUT/records.txt"
 done
 cat "$OUT/records.txt"
-if [ -n "${NCU_KERNEL:-}" ]; then   # Nsight Compute on one launch of that kernel (the 6th), in the last set's map
+if [ -n "${NCU_KERNEL:-}" ]; then   # Nsight Compute on one launch of each kernel (the 6th), in the last set's map
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -n 1)
-  timeout 240 "$NCU" --clock-control none -k "regex:${NCU_KERNEL}" --launch-skip 5 --launch-count 1 \
-    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-    --section MemoryWorkloadAnalysis --section SchedulerStats \
-    python3 -m gpualign map $args -o /tmp/ab_ncu.bam -t "$(nproc)" --backend cuda > "$OUT/ncu.txt" 2>&1
-  grep -v "^\[gpualign" "$OUT/ncu.txt" | tail -n 120
+  for kernel in $NCU_KERNEL; do   # regexes, space-separated: $OUT/ncu_<kernel>.txt each
+    name=$(echo "$kernel" | tr -c 'A-Za-z0-9_\n' _)
+    timeout 240 "$NCU" --clock-control none -k "regex:${kernel}" --launch-skip 5 --launch-count 1 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis \
+      --section InstructionStats \
+      python3 -m gpualign map $args -o /tmp/ab_ncu.bam -t "$(nproc)" --backend cuda > "$OUT/ncu_$name.txt" 2>&1
+    grep -v "^\[gpualign" "$OUT/ncu_$name.txt" | tail -n 150
+  done
 fi

@@ -10,7 +10,8 @@ numba-cuda's compile_ptx. It needs NVVM and NVRTC, which pip installs without a 
     python bench/ptx_check.py /opt/nvcc
 
 Prints one line a kernel and signature, with ptxas's registers, stack frame and spills for sm_90
-(what bounds its occupancy); exits 1 if any fails to compile.
+(what bounds its occupancy); exits 1 if any fails to compile. PTX_DUMP=FOLDER writes each kernel's PTX
+there as NAME.ptx (the last signature of each), to read what a change compiles to.
 """
 
 import json
@@ -123,6 +124,9 @@ def compile_all(launches: list) -> int:
         try:
             ptx, _ = cuda.compile_ptx(kernel.py_func, argtypes, cc=(9, 0))
             print(f"ok      {name} ({len(ptx)} chars of PTX){ptxas_usage(ptx)}")
+            if os.environ.get("PTX_DUMP"):   # a folder: each kernel's PTX, to read what it compiles to
+                with open(os.path.join(os.environ["PTX_DUMP"], f"{name}.ptx"), "w") as fh:
+                    fh.write(ptx)
         except Exception as exc:   # report every kernel, then fail
             failed += 1
             print(f"FAILED  {name}: {type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}")

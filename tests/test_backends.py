@@ -39,6 +39,7 @@ def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world, 
     monkeypatch.setattr(launch, "SEED_BLOCK_THREADS", 5)
     monkeypatch.setattr(launch, "SEED_FIRST_THREADS", 4)
     monkeypatch.setattr(launch, "SEED_FIRST_BLOCKS", 3)   # a block seeds several reads in turn
+    monkeypatch.setattr(launch, "SEED_SHARED_BLOCKS", 3)
     p = MapParams(max_indels=3, min_score=15, **budget)  # short noisy reads
     results = [map_batch(batch, genome, index, p, cpu), map_batch(batch, genome, index, p, cuda)]
     halves = [map_batch(subset(batch, a, b), genome, index, p, cpu) for a, b in ((0, 5), (5, len(batch)))]
@@ -291,24 +292,28 @@ def test_the_block_seeding_kernels_give_find_candidates_results(rng, world, thre
     assert seen_dropped and seen_many   # not a vacuous comparison: loci left out, several candidates kept
 
 
+@pytest.mark.parametrize("slots", [launch.MAX_VOTE_THREADS, 32])
 @pytest.mark.parametrize("threads", [1, 4, 32])
-def test_the_block_vote_gives_the_clusters_of_a_serial_walk(rng, threads):
+def test_the_block_vote_gives_the_clusters_of_a_serial_walk(rng, threads, slots):
     """seed_block.vote_block (segments between gaps over t cut into clusters by threads of their own,
-    the best taken a round by a block-wide maximum) against naive.vote, a serial walk, on fresh random
-    sorted hits: dense stretches that split into several clusters, equal hits, ties of votes, more or
-    fewer clusters than kept, none at all."""
+    then ranked where they fit the shared slots, else the best taken a round by a block-wide maximum)
+    against naive.vote, a serial walk, on fresh random sorted hits: dense stretches that split into
+    several clusters, equal hits, ties of votes, more or fewer clusters than kept or than the slots
+    hold, none at all."""
     from gpualign.backends import seed_block as sb
 
     @numba_cuda.jit
     def vote(a, at, nh, t, fo, cand_keys, cand_votes, max_cand, dropped, ncand):
-        best = numba_cuda.shared.array(launch.MAX_VOTE_THREADS, dtype=np.int64)
+        best = numba_cuda.shared.array(slots, dtype=np.int64)
         nc = sb.vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, 0, max_cand, dropped, 0)
         ncand[numba_cuda.threadIdx.x] = nc
 
-    for _ in range(12):
-        nh = int(rng.integers(0, 60))
+    ranked = rounds = False
+    for rep in range(12):
+        nh = int(rng.integers(0, 60)) if rep else 60
         t = int(rng.integers(0, 6))
-        gaps = np.where(rng.random(nh) < 0.5, rng.integers(0, t + 2, nh), rng.integers(t + 1, 40, nh))
+        dense = 0.5 if rep else 0.0   # the first: every hit a cluster of its own, more than 32
+        gaps = np.where(rng.random(nh) < dense, rng.integers(0, t + 2, nh), rng.integers(t + 1, 40, nh))
         hits = np.cumsum(gaps).astype(np.int64) + 1000
         max_cand = int(rng.integers(0, 6))
         at, fo = (0, 64) if rng.random() < 0.5 else (64, 0)   # sorted run in either half, as sort_runs_block leaves it
@@ -322,6 +327,10 @@ def test_the_block_vote_gives_the_clusters_of_a_serial_walk(rng, threads):
         assert list(zip(keys[:len(want)].tolist(), votes[:len(want)].tolist())) == want
         assert dropped[0] == want_dropped
         assert a[at:at + nh].tolist() == hits.tolist()   # the sorted hits are left as they were
+        clusters = len(naive.vote(hits.tolist(), t, nh + 1)[0])
+        ranked |= clusters <= slots
+        rounds |= clusters > slots
+    assert ranked and (rounds or slots > 60)   # both ways taken where the hits can have more clusters than slots
 
 
 @pytest.mark.parametrize("fails", ["warm_up", "record_slices"])

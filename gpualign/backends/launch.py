@@ -6,11 +6,15 @@ RESCUE_THREADS = 32       # threads sharing one mate rescue's rows (cuda_kernels
 RESCUE_MAX_ROWS = 64      # rows of one thread's stripe there: reads up to RESCUE_THREADS times that
 SEED_BLOCK_THREADS = 64   # threads sharing a read's seeding (resident_kernels._seed_block_kernel; <= MAX_VOTE_THREADS)
 MAX_VOTE_THREADS = 256    # ... the most a voting block may have (seed_block.vote_block's shared slots; compile-time)
-# The first seeding of every inexact read: a block of SEED_FIRST_THREADS (<= MAX_VOTE_THREADS) threads a read, at most
-# SEED_FIRST_BLOCKS blocks, the read's hits in the block's shared memory where max_hits <= SHARED_MAX_HITS
-# (resident_kernels._seed_shared_kernel; a compile-time size: never patch it), else in global memory.
+# The first seeding of every inexact read: a block of SEED_FIRST_THREADS (<= MAX_VOTE_THREADS) threads a read, the
+# read's hits in the block's shared memory where max_hits <= SHARED_MAX_HITS (resident_kernels._seed_shared_kernel; a
+# compile-time size: never patch it), else in global memory, at most SEED_FIRST_BLOCKS blocks (each its own scratch).
 SEED_FIRST_THREADS = 32
 SEED_FIRST_BLOCKS = 4096
+# ... its blocks where the hits are in shared memory, which costs nothing a block: more blocks than the GPU holds at
+# once, so that the reads are dealt out finely and blocks with costly reads do not leave the others idle at the end
+# (on the H200, 16384 against 4096 took 9% off the E. coli and chrX reads' seeding: bench/seed_probe.py)
+SEED_SHARED_BLOCKS = 16384
 SHARED_MAX_HITS = 1024
 SCAN_THREADS = 1024   # a tile of an exclusive scan, a block (at most SCAN_SHARED; cuda.scan_on_device)
 SCAN_SHARED = 1024    # ... its shared slots, a thread each (cuda_kernels.d_tile_scan; compile-time: never patch it)
@@ -25,11 +29,13 @@ WARP = 32             # threads a record of the GPU's FASTQ parse writes with (r
 NARROW_T = 10
 CLOSE_SHARED_THREADS = 64
 CLOSE_THREADS = 64
-CLOSE_BLOCKS = 1024
+CLOSE_BLOCKS = 16384      # many more than an H200 holds at once (132 x 6): 1024 left a last partial wave, and on one
+                          # batch of chrX reads 16384 took 11% off the DPs (bench/seed_probe.py)
 # The traceback DPs of the rows whose ungapped test did not decide (about 4% of reads), listed
 # (cuda.close_traces_on_device): blocks like the close-pairs ones, at most TRACE_BLOCKS, each thread with its own
-# maxlen * (2t + 1) traceback bytes, so the bytes are bounded by the grid (52 MB at 150 bp, t = 10), not the batch.
-TRACE_BLOCKS = 256
+# maxlen * (2t + 1) traceback bytes, so the bytes are bounded by the grid (206 MB at 150 bp, t = 10), not the batch.
+# 1024 against 256: 13-20% less time on a batch of E. coli or chrX reads (bench/seed_probe.py).
+TRACE_BLOCKS = 1024
 
 
 def blocks_for(n: int) -> int:

@@ -162,15 +162,14 @@ def _chain(reads, genome, index, p, single_end, rg=None):
     redo = cu._empty("redo", n if widen else 1, np.int64)
     seeding = (p.match, seed.edit_cost(p), d["counts"], tn.vote_fraction, d["ncand"], d["candidate keys"], d["votes"],
                d["dropped"], d["unseen"], d["kept"], d["per read"])
-    blocks = min(n, launch.SEED_FIRST_BLOCKS)   # a block a read, the block's hits in shared memory where they fit
-    if _first_in_shared(p):
-        cu._launch_blocks(K._seed_shared_kernel, blocks, _voting(launch.SEED_FIRST_THREADS), d["picked"], npicked,
-                          codes, rc_codes, read_off, reads.k, *idx, index.max_occ, t, p.max_hits, p.max_candidates,
-                          stride, *seeding, redo, nredo)
+    if _first_in_shared(p):   # a block a read, the block's hits in shared memory where they fit
+        cu._launch_blocks(K._seed_shared_kernel, min(n, launch.SEED_SHARED_BLOCKS), _voting(launch.SEED_FIRST_THREADS),
+                          d["picked"], npicked, codes, rc_codes, read_off, reads.k, *idx, index.max_occ, t, p.max_hits,
+                          p.max_candidates, stride, *seeding, redo, nredo)
     else:
-        cu._launch_blocks(K._seed_block_kernel, blocks, _voting(launch.SEED_FIRST_THREADS), d["picked"], npicked, codes,
-                          rc_codes, read_off, reads.k, *idx, index.max_occ, t, hits, p.max_hits, p.max_candidates,
-                          stride, *seeding, redo, nredo)
+        cu._launch_blocks(K._seed_block_kernel, min(n, launch.SEED_FIRST_BLOCKS), _voting(launch.SEED_FIRST_THREADS),
+                          d["picked"], npicked, codes, rc_codes, read_off, reads.k, *idx, index.max_occ, t, hits,
+                          p.max_hits, p.max_candidates, stride, *seeding, redo, nredo)
     if widen:   # seed.reseed_incomplete's wider budgets, for the reads whose search was incomplete: few reads
         # with thousands of hits each, a block a read
         cu._launch_blocks(K._seed_block_kernel, min(n, RESEED_BLOCKS), _voting(launch.SEED_BLOCK_THREADS), redo,

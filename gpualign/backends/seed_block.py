@@ -24,6 +24,7 @@ from ..seed import MAX_SEEDS
 from .cuda_kernels import _dev
 
 MAX_RUNS = 2 * MAX_SEEDS   # ascending runs of hits, a taken seed each
+RANK_SORT_SHARE = 2        # hits a thread up to which sorting them by rank beats merge passes
 VOTE_SHIFT = 1 << 32       # vote_block's key: votes * VOTE_SHIFT + (VOTE_SHIFT - 1 - first hit)
 d_seed_kmer = _dev["seed_kmer"]
 d_seed_offset = _dev["seed_offset"]
@@ -95,6 +96,22 @@ def collect_block(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, 
 
 
 @cuda.jit(device=True)
+def rank_sort_block(a, off, n, dst):
+    """a[off:off+n] sorted into a[dst:dst+n]: each value written at its rank (the values below it, and
+    the equal ones before it), a thread's values counted against all n; one wait. Equal values are
+    equal bits, so the order is merge_sort_runs' own."""
+    for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+        v = a[off + j]
+        rank = 0
+        for i in range(n):
+            w = a[off + i]
+            if w < v or (w == v and i < j):
+                rank += 1
+        a[dst + rank] = v
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True)
 def merge_path(a, ao, na, bo, nb, d):
     """How many of the first d values of the merge of a[ao:ao+na] and a[bo:bo+nb] (both ascending,
     ties from the first) come from the first run."""
@@ -135,7 +152,12 @@ def merge_block(a, ao, na, bo, nb, out):
 def sort_runs_block(a, off, n, scratch, runs, nruns):
     """seed.merge_sort_runs by the block, given where the ascending runs of a[off:off+n] start
     (runs[:nruns], relative to off, ascending): pairs of neighbouring runs merged, pass by pass,
-    between a[off...] and a[scratch...]; returns the offset holding the sorted values."""
+    between a[off...] and a[scratch...]; returns the offset holding the sorted values. At most
+    RANK_SORT_SHARE values a thread are ranked instead (rank_sort_block): most reads' hits, whose
+    merge passes cost a merge path search and a division a run pair, whatever the pair's length."""
+    if nruns > 1 and n <= RANK_SORT_SHARE * cuda.blockDim.x:
+        rank_sort_block(a, off, n, scratch)
+        return scratch
     src = off
     dst = scratch
     width = 1
@@ -160,12 +182,18 @@ def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dr
     such gaps are cut into clusters independently: a thread walks each segment it starts (most hold
     one hit), writing each cluster's votes at its first hit. The best max_cand clusters are then
     taken one a round by a block-wide maximum of (votes, earliest first), vote_clusters' order, and
-    one more round gives the votes of the best left out."""
+    one more round gives the votes of the best left out. Where the clusters fit `best`, each is
+    ranked at once instead (rank_clusters): most reads have a few, and a ranking stops early for all
+    but the best."""
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
+    clusters = cuda.shared.array(1, dtype=np.int64)
+    if tid == 0:
+        clusters[0] = 0
     for j in range(tid, nh, nt):
         a[fo + j] = 0
     cuda.syncthreads()
+    fits = best.shape[0]
     for j in range(tid, nh, nt):
         if j == 0 or a[at + j] - a[at + j - 1] > t:
             s = j
@@ -174,10 +202,16 @@ def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dr
                 while e < nh and a[at + e] - a[at + s] <= t:
                     e += 1
                 a[fo + s] = e - s
+                slot = cuda.atomic.add(clusters, 0, 1)   # the slots' order varies; the keys are distinct
+                if slot < fits:
+                    best[slot] = (e - s) * VOTE_SHIFT + (VOTE_SHIFT - 1 - s)
                 if e >= nh or a[at + e] - a[at + e - 1] > t:
                     break
                 s = e
     cuda.syncthreads()
+    nclusters = clusters[0]
+    if nclusters <= fits:
+        return rank_clusters(a, at, best, nclusters, cand_keys, cand_votes, coff, max_cand, dropped, di)
     nc = 0
     lost = 0
     for rnd in range(max_cand + 1):
@@ -190,7 +224,7 @@ def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dr
         cuda.syncthreads()
         width = 1
         while width < nt:   # tree maximum over the block's slots
-            if tid % (2 * width) == 0 and tid + width < nt:
+            if (tid & (2 * width - 1)) == 0 and tid + width < nt:   # width a power of two: no division
                 best[tid] = max(best[tid], best[tid + width])
             width *= 2
             cuda.syncthreads()
@@ -212,3 +246,32 @@ def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dr
     if tid == 0:
         dropped[di] = lost
     return nc
+
+
+@cuda.jit(device=True)
+def rank_clusters(a, at, keys, nclusters, cand_keys, cand_votes, coff, max_cand, dropped, di):
+    """vote_block's outcome from the keys of all its clusters (keys[:nclusters], in any order; votes *
+    VOTE_SHIFT + (VOTE_SHIFT - 1 - first hit), distinct): a thread's keys each ranked by the keys above
+    it, the first max_cand written as candidates at their rank, the votes of rank max_cand (0 if none)
+    the best left out. Returns the number of candidates once the block has waited, so that every thread
+    sees them (another thread may have written them)."""
+    for x in range(cuda.threadIdx.x, nclusters, cuda.blockDim.x):
+        key = keys[x]
+        rank = 0
+        for y in range(nclusters):
+            if keys[y] > key:
+                rank += 1
+                if rank > max_cand:
+                    break
+        if rank <= max_cand:
+            v = key // VOTE_SHIFT
+            if rank == max_cand:
+                dropped[di] = v
+            else:
+                j = VOTE_SHIFT - 1 - key % VOTE_SHIFT
+                cand_votes[coff + rank] = v
+                cand_keys[coff + rank] = a[at + (2 * j + v - 1) // 2]
+    if cuda.threadIdx.x == 0 and nclusters <= max_cand:
+        dropped[di] = 0
+    cuda.syncthreads()
+    return min(nclusters, max_cand)
