@@ -4,7 +4,9 @@ waiting on scattered memory and on each other's longer lists. Here a block share
 each thread ranks some seeds, the block copies each taken seed's bin with neighbouring threads on
 neighbouring words, merges the ascending runs pairwise, every thread a share of each merge (merge
 path), and votes the sorted hits into clusters (vote_block), so the candidates are find_candidates'
-own (seed.py is the reference; tests compare the two). The hits live in shared memory for the first
+own (seed.py is the reference; tests compare the two). Most reads have few hits and clusters: those
+are sorted and chosen by rank instead (rank_sort_block, rank_clusters), without the merges' and the
+vote rounds' fixed cost, which made a read of a few dozen hits cost about 100 k GPU cycles. The hits live in shared memory for the first
 seeding's budget (resident_kernels._seed_shared_kernel) and in global memory for the re-seeding's
 wider ones.
 
