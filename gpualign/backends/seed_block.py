@@ -6,9 +6,9 @@ neighbouring words, merges the ascending runs pairwise, every thread a share of 
 path), and votes the sorted hits into clusters (vote_block), so the candidates are find_candidates'
 own (seed.py is the reference; tests compare the two). Most reads have few hits and clusters: those
 are sorted and chosen by rank instead (rank_sort_block, rank_clusters), without the merges' and the
-vote rounds' fixed cost, which made a read of a few dozen hits cost about 100 k GPU cycles. The hits live in shared memory for the first
-seeding's budget (resident_kernels._seed_shared_kernel) and in global memory for the re-seeding's
-wider ones.
+vote rounds' fixed cost, which made a read of a few dozen hits cost about 100 k GPU cycles. The hits
+live in shared memory for the first seeding's budget (resident_kernels._seed_shared_kernel) and in
+global memory for the re-seeding's wider ones.
 
 Device functions only: resident_kernels.py's seeding kernels call them with the block's shared
 arrays (sized by MAX_SEEDS).
