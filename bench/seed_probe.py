@@ -34,7 +34,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("prefix")
     ap.add_argument("reads")
-    ap.add_argument("--reads-n", "--reads", dest="n", type=int, default=200000)
+    ap.add_argument("--reads", dest="n", type=int, default=200000, help="the batch: this many first records")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--kernels", default="seed_shared,seed_block,open_pairs,close_pairs,choose,close_traces",
                     help="comma-separated substrings of the kernels' names, a column each")
