@@ -536,7 +536,9 @@ def banded_scores(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, match, mis
     (checked only in rows the band leaves the window): 26 -> 19 us a 100-base read (t = 10) against the
     two separate calls on the CPU; on the GPU, 14.3 -> 6.7 ms for the extensions of 100 k Mason reads of chrX
     with the open pairs listed apart (BENCHMARKS.md). H, F (end-to-end) and L, LF, LS, LFS (local, with start
-    rows) are band rows as banded_dp's."""
+    rows) are band rows as banded_dp's (int32). The cells' arithmetic is int32 too, every value cast back as it is
+    made: numba widens integer arithmetic to 64 bits, which on a GPU takes two instructions an add and more a
+    maximum, in the aligner's innermost loop (scores stay within NEG's distance of int32's limits)."""
     W = 2 * t + 1
     lo = c0 - t
     for b in range(W + 1):
@@ -550,22 +552,28 @@ def banded_scores(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, match, mis
     for b in range(W - 1):
         j = 1 + b + lo
         GB[(1 + b) % W] = base_at(g_packed, g_nmask, wstart + j - 1) if (j >= 1 and j <= wlen) else 4
-    go = gap_open + gap_ext
-    lbest = NEG
+    go = np.int32(gap_open + gap_ext)
+    ge = np.int32(gap_ext)
+    hit = np.int32(match)
+    miss = np.int32(-mismatch)
+    neg = np.int32(NEG)
+    zero = np.int32(0)
+    lbest = neg
     li = 0
     lj = 0
-    ls = 0
+    ls = zero
     for i in range(1, n + 1):
         qb = q[qoff + i - 1]
         j = i + lo + W - 1
         GB[(i + W - 1) % W] = base_at(g_packed, g_nmask, wstart + j - 1) if (j >= 1 and j <= wlen) else 4
         slot = i % W
-        h_left = NEG
-        e_left = NEG
-        l_left = NEG
-        le_left = NEG
-        ls_left = 0
-        les_left = 0
+        row = np.int32(i)
+        h_left = neg
+        e_left = neg
+        l_left = neg
+        le_left = neg
+        ls_left = zero
+        les_left = zero
         jfirst = i + lo
         inside = jfirst >= 1 and jfirst + W - 1 <= wlen   # the whole band row lies in the window
         for b in range(W):
@@ -575,45 +583,45 @@ def banded_scores(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, match, mis
             if slot == W:
                 slot = 0
             if not inside and (j < 0 or j > wlen):
-                h = NEG
-                e = NEG
-                f = NEG
-                lh = NEG
-                le = NEG
-                lf = NEG
-                lhs = 0
-                les = 0
-                lfs = 0
+                h = neg
+                e = neg
+                f = neg
+                lh = neg
+                le = neg
+                lf = neg
+                lhs = zero
+                les = zero
+                lfs = zero
             elif not inside and j == 0:
-                e = NEG
-                f = NEG
-                h = -(gap_open + gap_ext * i)
-                lh = 0
-                le = NEG
-                lf = NEG
-                lhs = i
-                les = 0
-                lfs = 0
+                e = neg
+                f = neg
+                h = np.int32(-(gap_open + gap_ext * i))
+                lh = zero
+                le = neg
+                lf = neg
+                lhs = row
+                les = zero
+                lfs = zero
             else:
-                s = match if (qb == rb and qb < 4) else -mismatch
-                e = max(h_left - go, e_left - gap_ext)
-                f = max(H[b + 1] - go, F[b + 1] - gap_ext)
-                h = H[b] + s
+                s = hit if (qb == rb and qb < 4) else miss
+                e = max(np.int32(h_left - go), np.int32(e_left - ge))
+                f = max(np.int32(H[b + 1] - go), np.int32(F[b + 1] - ge))
+                h = np.int32(H[b] + s)
                 if e > h:
                     h = e
                 if f > h:
                     h = f
-                le = l_left - go            # local: banded_dp's order of choices, start rows with them
+                le = np.int32(l_left - go)            # local: banded_dp's order of choices, start rows with them
                 les = ls_left
-                if le_left - gap_ext > le:
-                    le = le_left - gap_ext
+                if np.int32(le_left - ge) > le:
+                    le = np.int32(le_left - ge)
                     les = les_left
-                lf = L[b + 1] - go
+                lf = np.int32(L[b + 1] - go)
                 lfs = LS[b + 1]
-                if LF[b + 1] - gap_ext > lf:
-                    lf = LF[b + 1] - gap_ext
+                if np.int32(LF[b + 1] - ge) > lf:
+                    lf = np.int32(LF[b + 1] - ge)
                     lfs = LFS[b + 1]
-                lh = L[b] + s
+                lh = np.int32(L[b] + s)
                 lhs = LS[b]
                 if le > lh:
                     lh = le
@@ -621,24 +629,24 @@ def banded_scores(q, qoff, n, g_packed, g_nmask, wstart, wlen, c0, t, match, mis
                 if lf > lh:
                     lh = lf
                     lhs = lfs
-                if lh <= 0:
-                    lh = 0
-                    lhs = i
+                if lh <= zero:
+                    lh = zero
+                    lhs = row
                 if lh > lbest:
                     lbest = lh
                     li = i
                     lj = j
                     ls = lhs
-            if h < NEG:
-                h = NEG
-            if e < NEG:
-                e = NEG
-            if f < NEG:
-                f = NEG
-            if le < NEG:
-                le = NEG
-            if lf < NEG:
-                lf = NEG
+            if h < neg:
+                h = neg
+            if e < neg:
+                e = neg
+            if f < neg:
+                f = neg
+            if le < neg:
+                le = neg
+            if lf < neg:
+                lf = neg
             H[b] = h
             F[b] = f
             h_left = h
