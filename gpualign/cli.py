@@ -200,11 +200,10 @@ def open_reads(args, k: int, batch_size: int, threads: int, block: int, device):
 
 
 def run_map(args, log, argv, tuning: Tuning):
-    from .seqio import drop_early, start_decoding, yield_to_decoding
+    from .seqio import drop_early, start_decoding
     read_paths = check_read_inputs(args)
     start_decoding([args.reads] + ([args.mates] if args.mates else []), args.threads,   # beside the imports below
                    ramp=not (args.mates or args.interleaved))
-    yield_to_decoding()
     try:
         return plan_and_map(args, log, argv, tuning, read_paths)
     finally:

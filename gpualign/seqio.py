@@ -595,27 +595,6 @@ def drop_early():
         early.taken().close()
 
 
-# A map command's own threads run this much lower in priority (niceness) than the decoding it started: a single
-# FASTQ.gz is decoded by rapidgzip's process, the run's critical path (every batch waits for its bytes), and beside
-# the mapper's threads (sorting, writing runs, feeding the GPU) it took 3.0-3.3 s of the E. coli reads against 2.0 s
-# alone on the 16-core GPU host. The mapper's work has room (the GPU is idle most of the time, batches queue) and
-# fills the cores the decoder leaves; after decoding it has them all, whatever its niceness.
-MAPPER_NICE = 10
-MAPPER_NICE_ENV = "GPUALIGN_MAPPER_NICE"   # another step, for benchmarks (0: none)
-
-
-def yield_to_decoding():
-    """This thread, and every thread it starts from now on, MAPPER_NICE steps lower in priority (Linux: niceness is
-    a thread's, and a new thread's is its starter's); the decoding threads and processes start_decoding began keep
-    theirs. Where the system refuses, as it is."""
-    step = int(os.environ.get(MAPPER_NICE_ENV, MAPPER_NICE))
-    try:
-        if step > 0:
-            os.setpriority(os.PRIO_PROCESS, 0, min(19, os.getpriority(os.PRIO_PROCESS, 0) + step))
-    except (AttributeError, OSError):
-        pass
-
-
 def start_decoding(paths: list, threads: int, ramp: bool):
     """Begin decoding the reads of a map command (one file, or the two mate files) at once, each as
     fastq.chunks will open and read it (in ramp_sizes' blocks with ramp, else whole blocks; mate files
@@ -631,7 +610,7 @@ def start_decoding(paths: list, threads: int, ramp: bool):
 
 
 __all__ = ["Input", "Prefixed", "STDIN", "check_input", "decode_early", "drop_early", "iter_line_blocks", "opened",
-           "ramp_sizes", "shown", "start_decoding", "yield_to_decoding"]
+           "ramp_sizes", "shown", "start_decoding"]
 
 
 if __name__ == "__main__":   # DecodingProcess's child
