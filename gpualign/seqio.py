@@ -15,9 +15,9 @@ import gzip
 import io
 import itertools
 import os
+import queue
 import re
 import stat
-import struct
 import subprocess
 import sys
 import threading
@@ -290,61 +290,34 @@ class Input:
 
 class DecodingProcess:
     """A regular gzip file decoded by rapidgzip in a process of its own (this module run as a program:
-    decode_to_ring). In the mapper's process rapidgzip's reads kept taking the GIL back, each time
-    behind whichever of its Python threads held it (up to the 5 ms switch interval): the 10 M E. coli
-    reads (2.3 GB) took 4.0-4.6 s to decode there on the 16-core GPU host against 1.8 s alone; on the
-    2-core machine, beside one thread running Python, 3.7 s against 0.8 s (isal, with 16 MiB a call,
-    stays here: in a process of its own it decoded two E. coli mate files more slowly).
-
-    The child decodes into RING_SLOTS slots of RING_SLOT bytes of memory both processes map (a memfd)
-    and names each filled slot (index, bytes) on its stdout; this process copies a slot out and gives
-    it back on the child's stdin. A pipe carried the bytes before: through a 1 MiB pipe, each MiB a
-    wakeup of the reader and one of the writer, and on a busy host the decoder waited on those turns
-    (the E. coli reads decoded 3.2 s after the first step in a mapping run, 1.7-2.0 s alone), besides
-    the two copies through the kernel. read(size) gives up to size bytes (fewer only at the end, b""
-    there) as a memoryview; check_end raises unless the child decoded the whole file (rapidgzip ends a
+    decode_to_stdout), its output read from a pipe. In the mapper's process rapidgzip's reads kept
+    taking the GIL back, each time behind whichever of its Python threads held it (up to the 5 ms
+    switch interval): the 10 M E. coli reads (2.3 GB) took 4.0-4.6 s to decode there on the 16-core
+    GPU host against 1.8 s alone; on the 2-core machine, beside one thread running Python, 3.7 s
+    against 0.8 s (isal, with 16 MiB a call, stays here: in a process of its own it decoded two E.
+    coli mate files more slowly). The pipe is read by libc's fread through ctypes, which lets go of
+    the GIL for the whole block. read(size) gives up to size bytes (fewer only at the end, b"" there)
+    as a memoryview; check_end raises unless the child decoded the whole file (rapidgzip ends a
     damaged one without an error: the child compares where it stopped with the file's size)."""
 
     def __init__(self, path: str, threads: int):
-        self._ring = None
-        self._slot = None   # [slot, first byte not yet given, bytes in it] of the slot being read
-        self._ring_fd = os.memfd_create("gpualign-decode", os.MFD_CLOEXEC)
-        filled_r = filled_w = free_r = free_w = -1
+        read_end, write_end = os.pipe()
         try:
-            os.ftruncate(self._ring_fd, RING_SLOTS * RING_SLOT)
-            filled_r, filled_w = os.pipe()
-            free_r, free_w = os.pipe()
-            self._child = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(threads), path, str(self._ring_fd), str(RING_SLOTS),
-                 str(RING_SLOT)], env=_child_env(), stdin=free_r, stdout=filled_w, stderr=subprocess.DEVNULL,
-                close_fds=True, pass_fds=(self._ring_fd,))
+            _grow_pipe(write_end)
+            self._child = subprocess.Popen([sys.executable, "-m", __name__, str(threads), path], env=_child_env(),
+                                           stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.DEVNULL,
+                                           close_fds=True)
         except BaseException:
-            for fd in (filled_r, free_w, self._ring_fd):
-                if fd >= 0:
-                    os.close(fd)
+            os.close(read_end)
             raise
         finally:
-            for fd in (filled_w, free_r):
-                if fd >= 0:
-                    os.close(fd)
-        self._filled, self._free = filled_r, free_w
-
-    def _next_slot(self) -> bool:
-        """The next filled slot, the one read before given back; False at the end of the child's output."""
-        if self._slot is not None:
-            try:
-                os.write(self._free, SLOT_FREED.pack(self._slot[0]))
-            except BrokenPipeError:
-                pass   # the child has ended (its last slot read): check_end has its status
-            self._slot = None
-        message = _read_exactly(self._filled, SLOT_FILLED.size)
-        if len(message) < SLOT_FILLED.size:
-            return False   # the child ended (check_end says how)
-        slot, n = SLOT_FILLED.unpack(message)
-        if slot >= RING_SLOTS or not 0 < n <= RING_SLOT:
-            raise ValueError(f"the decoding process named slot {slot} with {n} bytes")
-        self._slot = [slot, 0, n]
-        return True
+            os.close(write_end)
+        self._file = _LIBC.fdopen(read_end, b"rb")
+        if not self._file:
+            os.close(read_end)
+            self._stop_child()
+            raise OSError(ctypes.get_errno(), "fdopen of the decoder's pipe failed")
+        _LIBC.setvbuf(self._file, None, 2, 0)   # _IONBF: fread reads straight into the block
 
     def read(self, size: int = -1):
         if size < 0:
@@ -354,20 +327,19 @@ class DecodingProcess:
             return b"".join(parts)
         import numpy as np   # imported by then (the reads' parser needs it); not at this module's import, which
         # starts the decoding beside the command's other imports
-        if self._ring is None:
-            import mmap
-            self._ring = mmap.mmap(self._ring_fd, RING_SLOTS * RING_SLOT)
-            self._ring_at = np.frombuffer(self._ring, dtype=np.uint8).ctypes.data
-        block = np.empty(size, dtype=np.uint8)   # no zeroing, and its pages come in as they are copied to
+        block = np.empty(size, dtype=np.uint8)   # no zeroing, and its pages come in as fread fills them
+        at = block.ctypes.data
         got = 0
         while got < size:
-            if (self._slot is None or self._slot[1] == self._slot[2]) and not self._next_slot():
-                break
-            slot, at, n = self._slot
-            take = min(size - got, n - at)
-            ctypes.memmove(block.ctypes.data + got, self._ring_at + slot * RING_SLOT + at, take)   # the GIL let go
-            self._slot[1] += take
-            got += take
+            n = _LIBC.fread(at + got, 1, size - got, self._file)
+            got += n
+            if got < size:
+                if not _LIBC.ferror(self._file):
+                    break   # the end of the decoded stream
+                errno = ctypes.get_errno()
+                _LIBC.clearerr(self._file)
+                if errno != 4:   # EINTR: a signal's handler ran; read on
+                    raise OSError(errno, os.strerror(errno))
         return memoryview(block)[:got] if got else b""
 
     def check_end(self):
@@ -381,32 +353,10 @@ class DecodingProcess:
         self._child.wait()
 
     def close(self):
-        if self._filled >= 0:
-            for fd in (self._filled, self._free):   # a child still decoding meets closed pipes
-                os.close(fd)
-            self._filled = self._free = -1
-            self._stop_child()
-            if self._ring is not None:
-                self._ring = None   # unmapped when the last view of it goes (numpy's may outlive this)
-            os.close(self._ring_fd)
-
-
-def _read_exactly(fd: int, size: int) -> bytes:
-    """size bytes of a pipe, fewer only where it ends."""
-    parts, got = [], 0
-    while got < size:
-        part = os.read(fd, size - got)
-        if not part:
-            break
-        parts.append(part)
-        got += len(part)
-    return b"".join(parts)
-
-
-RING_SLOT = 16 << 20   # a decoding process's slots of shared memory...
-RING_SLOTS = 8         # ... and how many it may fill ahead of the reader
-SLOT_FILLED = struct.Struct("<IQ")   # child to reader: a slot filled, and its bytes
-SLOT_FREED = struct.Struct("<I")     # reader to child: a slot given back
+        if self._file:
+            file, self._file = self._file, None
+            _LIBC.fclose(file)   # a child still writing meets a closed pipe
+        self._stop_child()
 
 
 def _child_env() -> dict:
@@ -417,36 +367,78 @@ def _child_env() -> dict:
     return dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
 
 
-def decode_to_ring(threads: int, path: str, ring_fd: int, slots: int, slot_bytes: int) -> int:
-    """DecodingProcess's child: the file decoded by rapidgzip on `threads` threads into the ring's free
-    slots (all free at first, then those named on stdin), each filled slot named on stdout; status 0
+def _libc():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fdopen.restype, libc.fdopen.argtypes = ctypes.c_void_p, (ctypes.c_int, ctypes.c_char_p)
+    libc.setvbuf.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_size_t)
+    libc.fread.restype = ctypes.c_size_t
+    libc.fread.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p)
+    for name in ("ferror", "clearerr", "fclose"):
+        getattr(libc, name).argtypes = (ctypes.c_void_p,)
+    return libc
+
+
+_LIBC = _libc()
+PIPE_GROWN = 1 << 20   # the decoder's pipe (64 KiB by default): a write and a read a MiB
+
+
+def _grow_pipe(fd: int):
+    try:
+        import fcntl
+        fcntl.fcntl(fd, 1031, PIPE_GROWN)   # F_SETPIPE_SZ (Linux); elsewhere, or above the system's limit, as it is
+    except (ImportError, OSError):
+        pass
+
+
+def decode_to_stdout(threads: int, path: str) -> int:
+    """DecodingProcess's child: the file decoded by rapidgzip on `threads` threads, to stdout; status 0
     only where all of it was decoded (rapidgzip stops without an error where a damaged file stops
     making sense: its end must be the file's, its last member's trailer decoded), 3 where it stopped
-    short, 1 on an error or when the reader went away."""
-    import mmap
+    short, 1 on an error. The decoder fills blocks on a thread of its own while this one writes them:
+    a pipe holds 1 MiB, and a decoder that waits for the reader to drain it (a thread among many, on a
+    busy machine) waits on that reader's turns."""
+    free, full = queue.Queue(), queue.Queue()
+    for _ in range(CHILD_BLOCKS):
+        free.put(bytearray(CHILD_BLOCK))
+    outcome = {}
+    decoding = threading.Thread(target=_decode_blocks, args=(threads, path, free, full, outcome))
+    decoding.start()
+    try:
+        while (item := full.get()) is not None:
+            block, n = item
+            view = memoryview(block)[:n]
+            while view:
+                view = view[os.write(1, view):]
+            free.put(block)
+    except BrokenPipeError:   # the reader went away
+        os._exit(1)   # the decoding thread is not waited for
+    decoding.join()
+    return outcome["status"]
+
+
+CHILD_BLOCK = 16 << 20   # a decoding process's blocks...
+CHILD_BLOCKS = 8         # ... and how many it may fill ahead of the pipe
+
+
+def _decode_blocks(threads, path, free, full, outcome):
+    """decode_to_stdout's decoding thread: blocks from `free`, filled, to `full` (block, bytes), then
+    None; the status in outcome["status"]."""
     try:
         import rapidgzip
-        ring = memoryview(mmap.mmap(ring_fd, slots * slot_bytes))
-        free = list(range(slots - 1, -1, -1))
         with rapidgzip.open(path, parallelization=threads) as fh:
             while True:
-                if not free:
-                    message = _read_exactly(0, SLOT_FREED.size)
-                    if len(message) < SLOT_FREED.size:
-                        return 1   # the reader went away
-                    free.append(SLOT_FREED.unpack(message)[0])
-                slot = free.pop()
-                n = fh.readinto(ring[slot * slot_bytes:(slot + 1) * slot_bytes])
+                block = free.get()
+                n = fh.readinto(block)
                 if not n:
                     break
-                os.write(1, SLOT_FILLED.pack(slot, n))
+                full.put((block, n))
             used = (fh.tell_compressed() + 7) // 8
-        return 0 if used == os.path.getsize(path) else 3
-    except BrokenPipeError:   # the reader went away
-        return 1
+        outcome["status"] = 0 if used == os.path.getsize(path) else 3
     except Exception as exc:   # noqa: BLE001 - the parent's isal has the last word on the file
         print(decoder_detail(exc), file=sys.stderr)
-        return 1
+        outcome["status"] = 1
+    finally:
+        full.put(None)
 
 
 def iter_line_blocks(path: str, what: str, block: int = 1 << 24):
@@ -614,4 +606,4 @@ __all__ = ["Input", "Prefixed", "STDIN", "check_input", "decode_early", "drop_ea
 
 
 if __name__ == "__main__":   # DecodingProcess's child
-    sys.exit(decode_to_ring(*(int(a) if i != 1 else a for i, a in enumerate(sys.argv[1:6]))))
+    sys.exit(decode_to_stdout(int(sys.argv[1]), sys.argv[2]))
