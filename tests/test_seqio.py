@@ -402,6 +402,7 @@ def test_a_decoding_process_gives_the_file_and_stops_with_its_reader(tmp_path, m
     with Input(str(path), "reads", 4, decoder="rapidgzip") as fh:
         assert isinstance(fh._fh, DecodingProcess) and fh.decoder == "rapidgzip"
         blocks = [bytes(b) for b in iter(lambda: fh.read(7777), b"")]
+        assert fh.decoder == "rapidgzip"   # to the end: isal did not take over
     assert b"".join(blocks) == text and {len(b) for b in blocks[:-1]} == {7777}
     fh = Input(str(path), "reads", 4, decoder="rapidgzip")
     child = fh._fh._child
