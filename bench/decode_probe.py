@@ -1,9 +1,9 @@
 """The mapper's decoding of a FASTQ.gz alone: seqio.Input with rapidgzip (its decoding process) read in
 48 MiB blocks and thrown away, as fastq.chunks reads it, on a machine that is idle or kept busy by
 --load processes spinning in Python (the share of the cores a mapping run takes beside its decoder).
-Prints one tab-separated line: package, file, threads, load, its niceness, wall s, this process's CPU-s, the
-decoding child's CPU-s (and the load's), bytes, the decoder
-that gave them (isal where the decoding process failed).
+Prints one tab-separated line: package, file, threads, load, its niceness, wall s, this process's CPU-s,
+the children's CPU-s (the decoding process's and the load's), bytes, and the decoder that gave them (isal
+where the decoding process failed).
 
     python3 bench/decode_probe.py FILE.fq.gz [--package DIR] [--threads 16] [--load 6 [--nice 10]]
 """
