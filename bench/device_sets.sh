@@ -3,7 +3,8 @@
 # - make_sets DIR: bench/gpu_real.sh makes the reads and the index of each set in SETS (gpualign alone, so no peer's
 #   time is spent; its JSONs in DIR, apart from $OUT's), then device_env.sh is sourced;
 # - inputs SET: the map arguments of a set, index prefix and FASTQ file(s), as gpu_real.sh named them (set sizes and
-#   k as gpu_real.sh takes them, its header).
+#   k as gpu_real.sh takes them, its header);
+# - read_files: the FASTQ files of every set in SETS [ecoli_se], one a line.
 W=/tmp/gpualign_real
 
 make_sets() {
@@ -25,4 +26,12 @@ inputs() {
     *) return 1;;
   esac
   echo "$W/$g/idx/gpualign_k$k/ref $(ls $W/$g/${reads}*.fq.gz 2> /dev/null | tr '\n' ' ')"
+}
+
+read_files() {
+  local set args
+  for set in ${SETS:-ecoli_se}; do
+    args=$(inputs "$set") || { echo "unknown set $set" >&2; continue; }
+    printf '%s\n' ${args#* }
+  done
 }

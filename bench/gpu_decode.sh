@@ -17,22 +17,19 @@ source bench/device_sets.sh
 make_sets /tmp/decode_real || exit 1
 TSV=$OUT/decode.tsv
 printf 'file\tdecoder\tthreads\tchunk_kib\twall_s\tuser_s\tsys_s\n' > "$TSV"
-for set in ${SETS:-ecoli_se}; do
-  args=$(inputs "$set") || { echo "unknown set $set"; continue; }
-  for f in ${args#* }; do
-    name=$(basename "$f")
-    for rep in $(seq "${REPEAT:-2}"); do
-      TIMEFORMAT="$name	isal	1	-	%R	%U	%S"
-      { time python3 -m isal.igzip -d -c "$f" > /dev/null 2>&1; } 2>> "$TSV"
-      for p in ${THREADS_LIST:-8 16 24 32}; do
-        for c in ${CHUNKS_KIB:-1024 4096}; do
-          TIMEFORMAT="$name	rapidgzip	$p	$c	%R	%U	%S"
-          { time rapidgzip -f -P "$p" --chunk-size "$c" -d -c "$f" > /dev/null 2>&1; } 2>> "$TSV"
-        done
-        # the mapper's own decoding process (seqio.DecodingProcess's child: rapidgzip's Python reads, 4 MiB chunks)
-        TIMEFORMAT="$name	gpualign.seqio	$p	4096	%R	%U	%S"
-        { time python3 -m gpualign.seqio "$p" "$f" > /dev/null 2>&1; } 2>> "$TSV"
+for f in $(read_files); do
+  name=$(basename "$f")
+  for rep in $(seq "${REPEAT:-2}"); do
+    TIMEFORMAT="$name	isal	1	-	%R	%U	%S"
+    { time python3 -m isal.igzip -d -c "$f" > /dev/null 2>&1; } 2>> "$TSV"
+    for p in ${THREADS_LIST:-8 16 24 32}; do
+      for c in ${CHUNKS_KIB:-1024 4096}; do
+        TIMEFORMAT="$name	rapidgzip	$p	$c	%R	%U	%S"
+        { time rapidgzip -f -P "$p" --chunk-size "$c" -d -c "$f" > /dev/null 2>&1; } 2>> "$TSV"
       done
+      # the mapper's own decoding process (seqio.DecodingProcess's child: rapidgzip's Python reads, 4 MiB chunks)
+      TIMEFORMAT="$name	gpualign.seqio	$p	4096	%R	%U	%S"
+      { time python3 -m gpualign.seqio "$p" "$f" > /dev/null 2>&1; } 2>> "$TSV"
     done
   done
 done

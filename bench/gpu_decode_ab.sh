@@ -14,15 +14,12 @@ source bench/device_sets.sh
 make_sets /tmp/decode_ab || exit 1
 TSV=$OUT/decode_ab.tsv
 printf 'package\tfile\tthreads\tload\tnice\twall_s\treader_cpu_s\tchildren_cpu_s\tbytes\tdecoder\n' > "$TSV"
-for set in ${SETS:-ecoli_se}; do
-  args=$(inputs "$set") || { echo "unknown set $set"; continue; }
-  for f in ${args#* }; do
-    for load in ${LOADS:-0 4 8}; do
-      for nice in ${NICES:-0}; do
-        for rep in $(seq "${REPEAT:-2}"); do
-          for pkg in . ${B_DIR:-}; do
-            python3 bench/decode_probe.py "$f" --package "$pkg" --load "$load" --nice "$nice" >> "$TSV"
-          done
+for f in $(read_files); do
+  for load in ${LOADS:-0 4 8}; do
+    for nice in ${NICES:-0}; do
+      for rep in $(seq "${REPEAT:-2}"); do
+        for pkg in . ${B_DIR:-}; do
+          python3 bench/decode_probe.py "$f" --package "$pkg" --load "$load" --nice "$nice" >> "$TSV"
         done
       done
     done
