@@ -498,12 +498,14 @@ def cut_batches(path, blocks, sizes, allow_empty, end_batches=1):
         eof = not block
         if eof and len(pending) and pending[-1] != 10:
             block = b"\n"      # a last line without its newline is still a line
-        buf = joined(pending, block)
-        start = 0
-        most = -(-newlines_in(buf, 0, len(buf)) // (4 * end_batches)) if last and end_batches > 1 else None
+        with trace.span("cut: join a block"):   # the cutter's steps traced: the mapping threads wait on it
+            buf = joined(pending, block)
+            start = 0
+            most = -(-newlines_in(buf, 0, len(buf)) // (4 * end_batches)) if last and end_batches > 1 else None
         while True:   # the complete records now, in batches of at most batch_size
             size = size or next(sizes)
-            end, n = cut_records(buf, start, size if most is None else max(1, min(size, most)))
+            with trace.span("cut: find record ends"):
+                end, n = cut_records(buf, start, size if most is None else max(1, min(size, most)))
             if n == 0 or (n < size // 2 and not last and not eof):   # a small rest waits for the next block
                 break
             yield buf[start:end], n, lines_before
