@@ -27,7 +27,7 @@ from numba import njit
 from .errors import InputError
 from .encode import CODE
 from .reads import MAX_READ_LEN, finish_reads
-from .seqio import PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS, READ_BLOCK, opened, ramp_sizes, shown
+from .seqio import PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS, READ_BLOCK, joined, opened, ramp_sizes, shown
 from .threads import in_background, ordered_map
 from . import trace
 
@@ -72,15 +72,6 @@ def nth_newline_back(buf, s, k):
             if k == 0:
                 return i
     return -1
-
-
-def joined(head, block: bytes) -> np.ndarray:
-    """head (the previous block's partial record) and block as one byte array; numpy copies
-    without the GIL, which a bytes concatenation of 48 MB would hold."""
-    out = np.empty(len(head) + len(block), dtype=np.uint8)
-    out[:len(head)] = head
-    out[len(head):] = np.frombuffer(block, dtype=np.uint8)
-    return out
 
 
 @njit(cache=True, nogil=True)
