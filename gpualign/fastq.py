@@ -381,8 +381,9 @@ def joined_pieces(parts):
 class RawReads:
     """A batch of FASTQ records not parsed yet: the chunk of text holding exactly n whole records, from
     line first_line + 1 of path (an array, or its pieces in a tuple: chunks with pieces). A backend that
-    parses on its device (cuda: resident.py) takes it as it is; everything else asks for parsed(), the Reads the host's parser makes of it (and the first bad
-    record's one-line error). Only single-end batches without comments are left raw (DeviceParsing)."""
+    parses on its device (cuda: resident.py) takes it as it is; everything else asks for parsed(), the
+    Reads the host's parser makes of it (and the first bad record's one-line error). Only single-end
+    batches without comments are left raw (DeviceParsing)."""
 
     has_comments = False
 
