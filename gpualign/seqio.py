@@ -134,7 +134,8 @@ class Input:
         self._size = 0               # a regular file's size: whether rapidgzip is worth its threads
         self._fh = None
         self._stream = None          # the opened file under a decoder (a decoder leaves it open)
-        self._ahead = None           # a decoding process's next block, read before the one handed out
+        self._ahead = None           # a decoding process's next block, read before the one handed out...
+        self._ended = False          # ... and whether the process's output ended there
         self._given = 0              # bytes handed out by a decoding process (isal skips them if it takes over)
         raw = self._open_raw()
         try:
@@ -233,17 +234,36 @@ class Input:
         handed out (DecodingProcess.check_end). rapidgzip ends without an error where a truncated or
         damaged file stops making sense (all of the file, or the part after the damage, then missing
         from its output, and what it made of the damaged bytes at the end of it)."""
+        if size < 0:
+            parts = []
+            while part := self._read_checked(READ_BLOCK):
+                parts.append(part)
+            return b"".join(parts)
         if self._ahead is None:
-            self._ahead = self._fh.read(size)
+            self._ahead, self._ended = self._read_process(size)
         block = self._ahead
-        if block:
-            self._ahead = self._fh.read(size)
-            if not self._ahead:
-                self._fh.check_end()
+        if len(block) > size:   # read ahead at a larger size asked before: its rest stays ahead
+            block, self._ahead = block[:size], block[size:]
         else:
-            self._fh.check_end()   # an input it made nothing of
+            if not self._ended and len(block) < size:
+                # read ahead at the size asked before (a reader's first blocks grow): topped up, so that a block
+                # is shorter than asked only at the end (it came a step short, and joining it to the next cost a
+                # copy holding the GIL, 20 ms a 48 MB block, every block after)
+                more, self._ended = self._read_process(size - len(block))
+                block = _joined_views(block, more)
+            if not self._ended:
+                self._ahead, self._ended = self._read_process(size)
+            else:
+                self._ahead = b""
+            if self._ended and not self._ahead:
+                self._fh.check_end()   # before the last block goes out (and for an input it made nothing of)
         self._given += len(block)
         return block
+
+    def _read_process(self, size: int):
+        """(up to size bytes of the decoding process, whether that was its end)."""
+        data = self._fh.read(size)
+        return data, len(data) < size
 
     def _fall_back(self):
         """The decoding process failed (or stopped short): isal, here, decodes the file from its
@@ -286,6 +306,14 @@ class Input:
             self.close()
         except InputError:
             pass
+
+
+def _joined_views(a, b):
+    """Two blocks as one (numpy copies without the GIL)."""
+    import numpy as np
+    if not len(b):
+        return a
+    return memoryview(np.concatenate((np.frombuffer(a, dtype=np.uint8), np.frombuffer(b, dtype=np.uint8))))
 
 
 class DecodingProcess:
@@ -514,6 +542,13 @@ class EarlyInput:
         return _Resumed(self._input, self._blocks, self._error, self._eof)
 
 
+def _one(parts):
+    """Blocks as one: a lone block as it was read (the reader asks for the sizes the early thread read, and after
+    them every block is the input's own), for joining copies it holding the GIL, 20 ms a 48 MB block on the GPU
+    host, every block of a run."""
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 class _Resumed:
     """EarlyInput's input as the reader takes it: read(size) serves the bytes read ahead first (cut
     and joined to `size`, as Input.read would give them), then reads on; an error the early thread met
@@ -535,14 +570,14 @@ class _Resumed:
             parts.append(block)
             want -= len(block)
         if self._blocks or want == 0:
-            return b"".join(parts)
+            return _one(parts)
         if self._error is not None:
             if parts:   # the bytes before the error first, as one Input hands them out
-                return b"".join(parts)
+                return _one(parts)
             raise self._error
         if not self._eof:
             parts.append(self._input.read(-1 if size < 0 else want))
-        return b"".join(parts)
+        return _one(parts)
 
     def close(self):
         if self._input is not None:

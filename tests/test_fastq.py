@@ -137,6 +137,30 @@ def test_a_ramp_starts_with_small_batches(tmp_path, rng):
     assert [len(b) for b in read_batches(path, 6, 160)] == [160] * 6 + [40]
 
 
+def test_the_decoders_cut_the_same_batches(tmp_path, monkeypatch, rng):
+    """rapidgzip's decoding process (decoding from the command's start too) hands out blocks of the sizes
+    asked for, as isal does, so a ramp's batches are the same whoever decodes: a block one step short was
+    taken for the input's last and its records cut into END_BATCHES batches each."""
+    from gpualign import seqio
+    from gpualign.fastq import chunks
+    monkeypatch.setattr(fastq_module, "PARALLEL_GZIP_MIN", 0)
+    monkeypatch.setattr(fastq_module, "PARALLEL_GZIP_THREADS", 2)
+    recs = random_records(rng, 3000)
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(gzip.compress("".join(f"@{n}\n{s}\n+\n{q}\n" for n, s, q in recs).encode()))
+    block = int(rng.integers(20000, 60000))
+    monkeypatch.setattr(fastq_module, "READ_BLOCK", block)
+    monkeypatch.setattr(seqio, "READ_BLOCK", block)
+    size = int(rng.integers(150, 300))
+    cut = {}
+    for decoder in ("isal", "rapidgzip"):
+        cut[decoder] = [n for _, n, _ in chunks(str(path), size, 4, decoder=decoder, ramp=True)]
+    seqio.start_decoding([str(path)], 4, True)   # as a map command starts: decoded early, then taken
+    early = [n for _, n, _ in chunks(str(path), size, 4, ramp=True)]
+    seqio.drop_early()
+    assert cut["isal"] == cut["rapidgzip"] == early and sum(early) == len(recs)
+
+
 def test_a_ramp_ends_with_the_last_blocks_records_in_several_batches(tmp_path, rng):
     """With ramp, the records of the input's last block (one that came short: here the whole file)
     go out in END_BATCHES batches or more, none above a quarter of them, so they map side by side."""

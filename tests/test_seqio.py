@@ -404,6 +404,13 @@ def test_a_decoding_process_gives_the_file_and_stops_with_its_reader(tmp_path, m
         blocks = [bytes(b) for b in iter(lambda: fh.read(7777), b"")]
         assert fh.decoder == "rapidgzip"   # to the end: isal did not take over
     assert b"".join(blocks) == text and {len(b) for b in blocks[:-1]} == {7777}
+    with Input(str(path), "reads", 4, decoder="rapidgzip") as fh:   # sizes that change (a reader's ramp)
+        asked = [500, 1000, 4000, 4000, 300, 7777] + [300000] * 10
+        blocks = [bytes(fh.read(n)) for n in asked]
+        assert fh.decoder == "rapidgzip"
+    ends = [i for i, b in enumerate(blocks) if len(b) < asked[i]]   # fewer than asked only at the end
+    assert b"".join(blocks) == text and ends and all(not blocks[i] for i in ends[1:])
+    assert [len(b) for b in blocks[:ends[0]]] == asked[:ends[0]]
     fh = Input(str(path), "reads", 4, decoder="rapidgzip")
     child = fh._fh._child
     assert bytes(fh.read(100)) == text[:100]
