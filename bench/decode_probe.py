@@ -50,8 +50,8 @@ def main():
     for p in load:
         p.join()
     child = resource.getrusage(resource.RUSAGE_CHILDREN)   # the load's processes and the decoder's
-    print(f"{args.package}\t{os.path.basename(args.fastq)}\t{args.threads}\t{args.load}\t{args.nice}\t{wall:.3f}\t{own:.2f}\t"
-          f"{child.ru_utime + child.ru_stime:.2f}\t{total}\t{decoder}")
+    print(f"{args.package}\t{os.path.basename(args.fastq)}\t{args.threads}\t{args.load}\t{args.nice}\t"
+          f"{wall:.3f}\t{own:.2f}\t{child.ru_utime + child.ru_stime:.2f}\t{total}\t{decoder}")
 
 
 if __name__ == "__main__":

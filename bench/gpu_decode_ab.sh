@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The mapper's decoding of each read file of SETS (gpu_real.sh's reads) on the lent GPU machine, the checkout's
 # package against B_DIR's, alternating: bench/decode_probe.py reads it through seqio.Input (rapidgzip's decoding
-# process, 48 MiB blocks) on all threads beside LOADS [0 4 8] processes spinning in Python at each niceness of NICES [0], REPEAT [2]
-# times.
+# process, 48 MiB blocks) on all threads beside LOADS [0 4 8] processes spinning in Python at each niceness of
+# NICES [0], REPEAT [2] times.
 #
 #   run(command="SETS=ecoli_se ECOLI_READS=10000000 K_ECOLI=12 B_DIR=.basepkg bash bench/gpu_decode_ab.sh",
 #       carry=[".whlreal", ".peer", ".sim", ".data", ".basepkg"])

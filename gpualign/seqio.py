@@ -250,7 +250,7 @@ class Input:
                 # is shorter than asked only at the end (it came a step short, and joining it to the next cost a
                 # copy holding the GIL, 20 ms a 48 MB block, every block after)
                 more, self._ended = self._read_process(size - len(block))
-                block = _joined_views(block, more)
+                block = memoryview(joined(block, more))   # bytes-like, as the process's own blocks
             if not self._ended:
                 self._ahead, self._ended = self._read_process(size)
             else:
@@ -308,12 +308,14 @@ class Input:
             pass
 
 
-def _joined_views(a, b):
-    """Two blocks as one (numpy copies without the GIL)."""
-    import numpy as np
-    if not len(b):
-        return a
-    return memoryview(np.concatenate((np.frombuffer(a, dtype=np.uint8), np.frombuffer(b, dtype=np.uint8))))
+def joined(head, block) -> "np.ndarray":
+    """head and block (bytes, memoryviews or byte arrays) as one byte array; numpy copies without the GIL,
+    which a bytes concatenation of 48 MB would hold."""
+    import numpy as np   # not at this module's import, which starts the decoding beside the command's other imports
+    out = np.empty(len(head) + len(block), dtype=np.uint8)
+    out[:len(head)] = np.frombuffer(head, dtype=np.uint8)
+    out[len(head):] = np.frombuffer(block, dtype=np.uint8)
+    return out
 
 
 class DecodingProcess:
@@ -636,8 +638,8 @@ def start_decoding(paths: list, threads: int, ramp: bool):
         decode_early((path, "reads", per_file, None, PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS), sizes)
 
 
-__all__ = ["Input", "Prefixed", "STDIN", "check_input", "decode_early", "drop_early", "iter_line_blocks", "opened",
-           "ramp_sizes", "shown", "start_decoding"]
+__all__ = ["Input", "Prefixed", "STDIN", "check_input", "decode_early", "drop_early", "iter_line_blocks", "joined",
+           "opened", "ramp_sizes", "shown", "start_decoding"]
 
 
 if __name__ == "__main__":   # DecodingProcess's child
