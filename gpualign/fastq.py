@@ -27,7 +27,7 @@ from numba import njit
 from .errors import InputError
 from .encode import CODE
 from .reads import MAX_READ_LEN, finish_reads
-from .seqio import PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS, READ_BLOCK, joined, opened, ramp_sizes, shown
+from .seqio import PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS, READ_BLOCK, opened, ramp_sizes, shown
 from .threads import in_background, ordered_map
 from . import trace
 
