@@ -27,7 +27,7 @@ from numba import njit
 from .errors import InputError
 from .encode import CODE
 from .reads import MAX_READ_LEN, finish_reads
-from .seqio import PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS, READ_BLOCK, joined, opened, ramp_sizes, shown
+from .seqio import PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS, READ_BLOCK, opened, ramp_sizes, shown
 from .threads import in_background, ordered_map
 from . import trace
 
@@ -380,18 +380,26 @@ def joined_pieces(parts):
 
 class RawReads:
     """A batch of FASTQ records not parsed yet: the chunk of text holding exactly n whole records, from
-    line first_line + 1 of path. A backend that parses on its device (cuda: resident.py) takes it as it
-    is; everything else asks for parsed(), the Reads the host's parser makes of it (and the first bad
-    record's one-line error). Only single-end batches without comments are left raw (DeviceParsing)."""
+    line first_line + 1 of path (an array, or its pieces in a tuple: chunks with pieces). A backend that
+    parses on its device (cuda: resident.py) takes it as it is; everything else asks for parsed(), the
+    Reads the host's parser makes of it (and the first bad record's one-line error). Only single-end
+    batches without comments are left raw (DeviceParsing)."""
 
     has_comments = False
 
-    def __init__(self, path: str, chunk: np.ndarray, n: int, first_line: int, k: int):
-        self.path, self.chunk, self.n, self.first_line, self.k = path, chunk, n, first_line, k
+    def __init__(self, path: str, chunk, n: int, first_line: int, k: int):
+        self.path, self.n, self.first_line, self.k = path, n, first_line, k
+        self.pieces = chunk if isinstance(chunk, tuple) else (chunk,)   # the text, in pieces (chunks' pieces)
+        self.size = sum(len(piece) for piece in self.pieces)
         self._parsed = None
 
     def __len__(self):
         return self.n
+
+    @property
+    def chunk(self) -> np.ndarray:
+        """The text as one array (pieces joined)."""
+        return text_of(self.pieces) if len(self.pieces) > 1 else self.pieces[0]
 
     def longest(self) -> int:
         """The most bases a record has (its sequence line's length, a CR included), without parsing."""
@@ -437,17 +445,18 @@ class DeviceParsing:
 
 
 def chunks(path: str, batch_size: int, threads: int = 1, allow_empty: bool = False, decoder: str | None = None,
-           ramp: bool = False):
-    """(bytes, n records, lines before it) of each batch of at most batch_size complete records (with
+           ramp: bool = False, pieces: bool = False):
+    """(text, n records, lines before it) of each batch of at most batch_size complete records (with
     ramp, the first ones smaller, as ramp_sizes, and the last block's records in END_BATCHES batches).
     A file with no records is an error unless allow_empty (a chunk of a split sample may be empty).
-    decoder: see seqio.Input (None: the fastest that fits)."""
+    decoder: see seqio.Input (None: the fastest that fits). text: a byte array, or with pieces, where a
+    batch spans two decoded blocks, a tuple of two (text_of joins them)."""
     sizes = ramp_sizes(batch_size) if ramp else itertools.repeat(batch_size)
     reads = ramp_sizes(READ_BLOCK) if ramp else itertools.repeat(READ_BLOCK)   # the first batch not behind 48 MB
     with opened(path, "reads", threads, decoder, PARALLEL_GZIP_MIN, PARALLEL_GZIP_THREADS) as fh:
         blocks = in_background(decoded_blocks(fh, reads), depth=DECODED_AHEAD)
         try:
-            yield from cut_batches(path, blocks, sizes, allow_empty, END_BATCHES if ramp else 1)
+            yield from cut_batches(path, blocks, sizes, allow_empty, END_BATCHES if ramp else 1, pieces)
         finally:
             blocks.close()   # the decoding thread stopped before its input is closed
 
@@ -475,39 +484,76 @@ def decoded_blocks(fh, sizes):
             return
 
 
-def cut_batches(path, blocks, sizes, allow_empty, end_batches=1):
+def cut_batches(path, blocks, sizes, allow_empty, end_batches=1, pieces=False):
     """chunks' batches of the decoded `blocks` (decoded_blocks'); the last block's records in
     end_batches batches (or more: none above the batch size). A block's records beyond its full
     batches wait for the next block where they are fewer than half a batch: 48 MB of 100 bp reads
     hold a batch and a twentieth, and the twentieth alone, as a batch of its own, took as much of a
-    mapping thread's time on the GPU host as a full one."""
-    pending = np.zeros(0, dtype=np.uint8)
+    mapping thread's time on the GPU host as a full one.
+
+    The records that wait (`held`, a view of their block) and the next block are not joined: a batch
+    that takes both is given as the two pieces (a tuple) with `pieces`, joined otherwise (text_of).
+    Copying every block behind the last one's rest, into memory the system had to map afresh, was
+    most of the cutter's time, and the mapping threads waited for the cutter."""
+    held = np.zeros(0, dtype=np.uint8)
     lines_before = size = 0
     eof = False
     while not eof:
         block, last = next(blocks)
         eof = not block
-        if eof and len(pending) and pending[-1] != 10:
+        if eof and len(held) and held[-1] != 10:
             block = b"\n"      # a last line without its newline is still a line
-        with trace.span("cut: join a block"):   # the cutter's steps traced: the mapping threads wait on it
-            buf = joined(pending, block)
-            start = 0
-            most = -(-newlines_in(buf, 0, len(buf)) // (4 * end_batches)) if last and end_batches > 1 else None
+        block = writable(block)
+        with trace.span("cut: count a block"):   # the cutter's steps traced: the mapping threads wait on it
+            held_lines = newlines_in(held, 0, len(held))   # the last may be a record's first lines
+            lines = held_lines + newlines_in(block, 0, len(block))
+            most = -(-lines // (4 * end_batches)) if last and end_batches > 1 else None
+        start = 0   # where the block's records not yet handed out begin (after `held`'s)
         while True:   # the complete records now, in batches of at most batch_size
             size = size or next(sizes)
+            want = size if most is None else max(1, min(size, most))
             with trace.span("cut: find record ends"):
-                end, n = cut_records(buf, start, size if most is None else max(1, min(size, most)))
+                if len(held):
+                    n = min(want, lines // 4)
+                else:
+                    end, n = cut_records(block, start, want)
             if n == 0 or (n < size // 2 and not last and not eof):   # a small rest waits for the next block
                 break
-            yield buf[start:end], n, lines_before
+            if len(held) and 4 * n <= held_lines:   # the batch lies in the held records alone
+                end = nth_newline(held, 0, 4 * n) + 1
+                text, held, held_lines = held[:end], held[end:], held_lines - 4 * n
+            elif len(held):   # the held records, then the block up to the end of record n
+                end = nth_newline(block, 0, 4 * n - held_lines) + 1
+                text = (held, block[:end]) if pieces else np.concatenate((held, block[:end]))
+                held, held_lines, start = held[:0], 0, end
+            else:
+                text, start = block[start:end], end
+            yield text, n, lines_before
             lines_before += 4 * n
-            start, size = end, 0
-        pending = buf[start:]
-        if eof and len(pending):
+            lines -= 4 * n
+            size = 0
+        if not len(held):
+            held = block[start:]
+        elif start < len(block):   # records held from blocks before, and this one's (a rare small block)
+            held = np.concatenate((held, block[start:]))
+        if eof and len(held):
             raise InputError(f"reads {shown(path)} line {lines_before + 1}: truncated FASTQ record "
                              "(file ends inside a record)")
     if lines_before == 0 and not allow_empty:
         raise InputError(f"reads {shown(path)}: empty file (no FASTQ records)")
+
+
+def writable(block) -> np.ndarray:
+    """A decoded block as a writable byte array: rapidgzip's process gives one (no copy); bytes (isal, zlib, a
+    plain file) are copied, as joining them to the rest before them did, so the parsers see the one array type
+    their compiled code takes."""
+    array = np.frombuffer(block, dtype=np.uint8) if len(block) else np.zeros(0, dtype=np.uint8)
+    return array if array.flags.writeable else array.copy()
+
+
+def text_of(chunk) -> np.ndarray:
+    """A batch's text as one array: a chunk given in pieces (cut_batches) joined."""
+    return np.concatenate(chunk) if isinstance(chunk, tuple) else chunk
 
 
 def read_batches(path: str, k: int, batch_size: int, threads: int = 1, allow_empty: bool = False,
@@ -523,11 +569,13 @@ def read_batches(path: str, k: int, batch_size: int, threads: int = 1, allow_emp
     left raw (RawReads) for the mapper's device to parse."""
     workers = max(1, min(8, (threads + 1) // 2))
     with ThreadPoolExecutor(max_workers=workers) as pool, ThreadPoolExecutor(max_workers=workers) as pieces:
-        source = in_background(chunks(path, batch_size, threads, allow_empty, decoder, ramp), depth=workers)
+        source = in_background(chunks(path, batch_size, threads, allow_empty, decoder, ramp, device is not None),
+                               depth=workers)
         def batch_of(item):
             if device is not None and device.wanted and not comments:
                 return RawReads(path, *item, k)
-            return encode_chunk(path, *item, k, comments, pieces)
+            text, n, first_line = item
+            return encode_chunk(path, text_of(text), n, first_line, k, comments, pieces)
         yield from ordered_map(pool, batch_of, source, workers + 1)
 
 

@@ -549,6 +549,11 @@ def test_fastq_parsed_on_the_gpu_as_the_host_parses_it(monkeypatch, rng):
         got, shape = parsed_on_device(raw)
         for f in ("codes", "quals", "read_off", "names", "name_off", "name_hash"):
             assert np.array_equal(got[f], getattr(host, f)), f
+        cut = int(rng.integers(0, len(text) + 1))   # the text in two pieces (chunks' pieces), cut anywhere
+        in_pieces, shape_in_pieces = parsed_on_device(RawReads("x.fq", (text[:cut], text[cut:]), n, 0, 8))
+        assert shape_in_pieces == shape
+        for f in ("codes", "quals", "read_off", "names", "name_off", "name_hash"):
+            assert np.array_equal(in_pieces[f], got[f]), f
         assert np.array_equal(got["word_off"], word_offsets(host.read_off))
         assert shape == resident.BatchShape(n, max(1, int(host.lengths.max())), len(host.codes), len(host.names))
     lines = fastq_text(rng, 8).split(b"\n")
@@ -581,10 +586,12 @@ def test_raw_batches_parsed_on_the_gpu_map_to_the_cpus_records(monkeypatch, worl
     monkeypatch.setattr(launch, "SEED_BLOCK_THREADS", 3)   # the simulator runs a Python thread a CUDA thread
     monkeypatch.setattr(launch, "SEED_FIRST_THREADS", 2)
     monkeypatch.setattr(launch, "SCAN_THREADS", 8)
+    monkeypatch.setattr(fastq, "READ_BLOCK", 1000)   # batches that span two decoded blocks: given in pieces
     p = MapParams(max_indels=3, min_score=15, max_candidates=2, max_hits=24, batch_size=8)
     on_gpu = []
     real = resident.parse_on_device
-    monkeypatch.setattr(resident, "parse_on_device", lambda raw: (on_gpu.append(raw.n), real(raw))[1])
+    monkeypatch.setattr(resident, "parse_on_device",
+                        lambda raw: (on_gpu.append((raw.n, len(raw.pieces))), real(raw))[1])
 
     def mapped(backend, fq, fmt="bam"):
         device = fastq.DeviceParsing(backend == "cuda")
@@ -596,9 +603,9 @@ def test_raw_batches_parsed_on_the_gpu_map_to_the_cpus_records(monkeypatch, worl
             return [r.to_string() for r in bam]
 
     assert mapped("cuda", path) == mapped("cpu", path)
-    assert sum(on_gpu) == len(batch) and len(on_gpu) >= 3
+    assert sum(n for n, _ in on_gpu) == len(batch) and len(on_gpu) >= 3 and any(k == 2 for _, k in on_gpu)
     on_gpu.clear()
-    assert mapped("cuda", path, "sam") == mapped("cpu", path, "sam") and sum(on_gpu) <= p.batch_size
+    assert mapped("cuda", path, "sam") == mapped("cpu", path, "sam") and sum(n for n, _ in on_gpu) <= p.batch_size
     bad = tmp_path / "bad.fq"
     lines = text.split(b"\n")
     lines[4 * 19 + 2] = b"-"   # the 20th record's third line

@@ -103,6 +103,31 @@ def test_batches_and_threads_do_not_change_the_reads(tmp_path, monkeypatch, thre
             assert np.array_equal(getattr(again, field), getattr(whole, field)), field
 
 
+@pytest.mark.parametrize("ramp", [False, True])
+def test_batches_in_pieces_are_the_joined_batches(tmp_path, monkeypatch, ramp, rng):
+    """chunks with pieces: a batch that spans two decoded blocks comes as the two pieces, uncopied;
+    joined (text_of), every batch is the one chunks gives without pieces, at the same records and
+    lines, and a raw batch of pieces parses to the same reads."""
+    from gpualign.fastq import RawReads, chunks, text_of
+    recs = random_records(rng, 700)
+    path = fastq(tmp_path / "r.fq", recs)
+    with open(path, "rb+") as fh:   # no last newline, now and then
+        if rng.integers(0, 2):
+            fh.truncate(len(fh.read()) - 1)
+    monkeypatch.setattr(fastq_module, "READ_BLOCK", int(rng.integers(300, 4000)))
+    size = int(rng.integers(1, 50))
+    plain = list(chunks(path, size, ramp=ramp))
+    split = list(chunks(path, size, ramp=ramp, pieces=True))
+    assert [(n, first) for _, n, first in split] == [(n, first) for _, n, first in plain]
+    assert all(np.array_equal(text_of(a), b) for (a, _, _), (b, _, _) in zip(split, plain))
+    two = [c for c, _, _ in split if isinstance(c, tuple)]
+    assert two and all(len(c) == 2 for c in two)
+    whole = encode_fastq(path, 6)
+    raw = derived(concatenate([RawReads(path, *item, 6).parsed() for item in split], 6))
+    for field in Reads.__dataclass_fields__:
+        assert np.array_equal(getattr(raw, field), getattr(whole, field)), field
+
+
 def test_a_ramp_starts_with_small_batches(tmp_path, rng):
     """With ramp, the first batches hold 1/16, 1/8, 1/4 and 1/2 of the batch size, then the full size."""
     recs = random_records(rng, 1000)

@@ -251,9 +251,25 @@ def _upload(slot: str, arr):
     with trace.span("GPU upload"):
         staged = _pinned(slot, arr.shape, arr.dtype)
         np.copyto(staged, arr)
-        dev = _empty(slot, arr.shape, arr.dtype)
-        dev.copy_to_device(staged, stream=_stream())
-        return dev
+        return _staged_up(slot, staged)
+
+
+def _upload_pieces(slot: str, pieces):
+    """Byte arrays on the GPU as one, joined in this thread's page-locked buffer for `slot` (as _upload)."""
+    with trace.span("GPU upload"):
+        staged = _pinned(slot, (sum(len(p) for p in pieces),), np.uint8)
+        at = 0
+        for piece in pieces:
+            np.copyto(staged[at:at + len(piece)], piece)
+            at += len(piece)
+        return _staged_up(slot, staged)
+
+
+def _staged_up(slot: str, staged):
+    """The page-locked `staged` copied to the device buffer for `slot` on this thread's stream."""
+    dev = _empty(slot, staged.shape, staged.dtype)
+    dev.copy_to_device(staged, stream=_stream())
+    return dev
 
 
 def _fetch(*device_arrays):

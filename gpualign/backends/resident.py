@@ -103,8 +103,8 @@ def parse_on_device(raw):
     offsets, and a warp a record writes its codes, qualities, name and name hash. The host waits once,
     for the batch's shape. None where any record is not as parse_records would take it without an error
     (the host parses the batch then, and names its first bad record)."""
-    n, size = raw.n, len(raw.chunk)
-    text = cu._upload("fastq text", raw.chunk)
+    n, size = raw.n, raw.size
+    text = cu._upload_pieces("fastq text", raw.pieces)
     tiles = max(1, -(-size // NEWLINE_TILE))
     starts = cu._empty("newline starts", tiles + 1, np.int64)
     cu._launch(K._newline_counts_kernel, tiles, text, NEWLINE_TILE, starts)
