@@ -201,6 +201,8 @@ def open_reads(args, k: int, batch_size: int, threads: int, block: int, device):
 
 def run_map(args, log, argv, tuning: Tuning):
     from .seqio import drop_early, start_decoding
+    from . import trace
+    trace.since_process_start("start: Python and the command line")
     read_paths = check_read_inputs(args)
     start_decoding([args.reads] + ([args.mates] if args.mates else []), args.threads,   # beside the imports below
                    ramp=not (args.mates or args.interleaved))
@@ -212,32 +214,34 @@ def run_map(args, log, argv, tuning: Tuning):
 
 def plan_and_map(args, log, argv, tuning: Tuning, read_paths: list):
     """run_map's other arguments checked and its outputs planned, then map_with."""
-    from .cram import check_reference
-    from .output import plan_file, plan_output
-    from .sam import parse_read_group
-    params = MapParams(**{n: getattr(args, n) for n in MapParams.names()}, tuning=tuning).check()
-    read_group = parse_read_group(args.read_group) if args.read_group else None
-    genome_prefix, files = index_files(args.prefix)
-    fasta = genome_prefix + ".fa"
-    beside = [fasta, fasta + ".fai", genome_prefix + ".nmask.bed"]   # written by `gpualign index` too
-    out = plan_output(args.output, args.output_format, args.unsorted, inputs=read_paths + files + beside)
-    args.planned_output = out   # errors while writing name the path the user gave
-    if out.fmt == "cram":
-        check_reference(fasta)
-    if args.markdup and not out.sort:
-        raise InputError(f"--markdup: duplicates are marked as a coordinate-sorted BAM or CRAM is written; "
-                         f"output {args.output} is {'unsorted ' if out.fmt != 'sam' else ''}{out.fmt.upper()}")
-    if args.markdup_metrics and not args.markdup:
-        raise InputError("--markdup-metrics: give --markdup too")
-    if args.optical_distance and not args.markdup:
-        raise InputError("--optical-distance: give --markdup too")
-    metrics = (plan_file(args.markdup_metrics, read_paths + files + beside, "--markdup-metrics")
-               if args.markdup_metrics else (None, False))
-    if metrics[0] is not None and metrics[0] in (out.path, out.index_path):
-        raise InputError(f"--markdup-metrics {args.markdup_metrics}: is the output or its index")
-    summary = (plan_file(args.summary, read_paths + files + beside, "--summary") if args.summary else (None, False))
-    if summary[0] is not None and summary[0] in (out.path, out.index_path, metrics[0]):
-        raise InputError(f"--summary {args.summary}: is the output, its index or the metrics file")
+    from . import trace
+    with trace.span("start: check the arguments, plan the outputs"):
+        from .cram import check_reference
+        from .output import plan_file, plan_output
+        from .sam import parse_read_group
+        params = MapParams(**{n: getattr(args, n) for n in MapParams.names()}, tuning=tuning).check()
+        read_group = parse_read_group(args.read_group) if args.read_group else None
+        genome_prefix, files = index_files(args.prefix)
+        fasta = genome_prefix + ".fa"
+        beside = [fasta, fasta + ".fai", genome_prefix + ".nmask.bed"]   # written by `gpualign index` too
+        out = plan_output(args.output, args.output_format, args.unsorted, inputs=read_paths + files + beside)
+        args.planned_output = out   # errors while writing name the path the user gave
+        if out.fmt == "cram":
+            check_reference(fasta)
+        if args.markdup and not out.sort:
+            raise InputError(f"--markdup: duplicates are marked as a coordinate-sorted BAM or CRAM is written; "
+                             f"output {args.output} is {'unsorted ' if out.fmt != 'sam' else ''}{out.fmt.upper()}")
+        if args.markdup_metrics and not args.markdup:
+            raise InputError("--markdup-metrics: give --markdup too")
+        if args.optical_distance and not args.markdup:
+            raise InputError("--optical-distance: give --markdup too")
+        metrics = (plan_file(args.markdup_metrics, read_paths + files + beside, "--markdup-metrics")
+                   if args.markdup_metrics else (None, False))
+        if metrics[0] is not None and metrics[0] in (out.path, out.index_path):
+            raise InputError(f"--markdup-metrics {args.markdup_metrics}: is the output or its index")
+        summary = (plan_file(args.summary, read_paths + files + beside, "--summary") if args.summary else (None, False))
+        if summary[0] is not None and summary[0] in (out.path, out.index_path, metrics[0]):
+            raise InputError(f"--summary {args.summary}: is the output, its index or the metrics file")
     return map_with(args, log, argv, params, read_group, genome_prefix, fasta, out, metrics, summary, tuning)
 
 
@@ -248,13 +252,14 @@ def map_with(args, log, argv, params, read_group, genome_prefix, fasta, out, met
     if args.backend != "cpu" and not os.environ.get("NUMBA_ENABLE_CUDASIM"):
         from . import cuda_driver as driver
         driver.init_in_background()   # about 0.2 s of CUDA's start, beside the imports below
-    import numba
-    from .fastq import DeviceParsing
-    from .genome import load_genome
-    from .heap import keep_freed_memory
-    from .index import load_index
-    from .mapper import map_reads
     from . import trace
+    with trace.span("start: import the mapper"):   # beside the decoding begun by run_map
+        import numba
+        from .fastq import DeviceParsing
+        from .genome import load_genome
+        from .heap import keep_freed_memory
+        from .index import load_index
+        from .mapper import map_reads
     keep_freed_memory()   # before the threads: batches reuse memory rather than page-faulting it in
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     with trace.span("load genome and index"):

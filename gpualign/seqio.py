@@ -23,6 +23,7 @@ import sys
 import threading
 
 from .errors import InputError
+from . import trace
 
 # Compressed bytes isal inflates a call. It releases the GIL while it inflates and takes it back after
 # each call, waiting behind any thread running Python (up to the 5 ms switch interval): with its own
@@ -526,7 +527,8 @@ class EarlyInput:
             for size in self._sizes:
                 if self._stop.is_set():
                     return
-                block = self._input.read(size)
+                with trace.span("decode early"):
+                    block = self._input.read(size)
                 if not block:
                     self._eof = True
                     return

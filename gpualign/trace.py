@@ -40,6 +40,23 @@ def record(step: str, start: float, end: float, thread: str | None = None, cpu: 
             _events.append((thread or threading.current_thread().name, step, start, end, cpu))
 
 
+def process_started() -> float | None:
+    """When this process started, in perf_counter seconds (Linux's /proc, to the clock tick; None
+    elsewhere): the interpreter's start and the imports before the first step, in a trace."""
+    try:
+        with open("/proc/self/stat") as fh:
+            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])   # starttime: clock ticks since boot
+        return time.perf_counter() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def since_process_start(step: str):
+    """Record `step` from the process's start until now (nothing where the start is unknown)."""
+    if enabled() and (start := process_started()) is not None:
+        record(step, start, time.perf_counter())
+
+
 def thread_cpu_seconds() -> list:
     """(thread name, or 'unnamed' for threads Python did not start, CPU seconds) of every thread of the
     process now, from /proc (Linux; empty elsewhere)."""
