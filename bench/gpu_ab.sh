@@ -3,7 +3,8 @@
 # default setting and with ENV_B alternating (RUNS each), then each set is mapped once more under each setting
 # and the two BAMs compared record by record (bench/compare_bams.py). B_DIR: an older copy of the package as B, as
 # gpu_trace.sh takes it. ENV_C (optional): a third setting (in the copy C_DIR, where given), traced
-# against the default in a second round. $OUT gets traces.tar.gz (and traces_c.tar.gz), records.txt.
+# against the default in a second round. RECORDS_DIR (default B_DIR): the copy whose records the default's are
+# compared with. $OUT gets traces.tar.gz (and traces_c.tar.gz), records.txt.
 #
 #   run(command="SETS='chrX_se chrX_pe' CHRX_READS=2000000 CHRX_PAIRS=1000000 K_CHRX=12 RUNS=2 \
 #       B_DIR=.basepkg bash bench/gpu_ab.sh", carry=[".whlreal", ".peer", ".sim", ".data", ".basepkg"])
@@ -21,9 +22,9 @@ source bench/device_sets.sh
 for set in ${SETS:-ecoli_se}; do
   args=$(inputs $set) || continue
   python3 -m gpualign map $args -o /tmp/ab_a.bam -t "$(nproc)" --backend cuda 2> /tmp/ab_a.log
-  (cd "${B_DIR:-.}" && env ${ENV_B:-GPUALIGN_AB=b} python3 -m gpualign map $args -o /tmp/ab_b.bam -t "$(nproc)" \
+  (cd "${RECORDS_DIR:-${B_DIR:-.}}" && env ${ENV_B:-GPUALIGN_AB=b} python3 -m gpualign map $args -o /tmp/ab_b.bam -t "$(nproc)" \
     --backend cuda) 2> /tmp/ab_b.log
-  echo "== $set: default against B (${ENV_B:-} ${B_DIR:-})" >> "$OUT/records.txt"
+  echo "== $set: default against B (${ENV_B:-} ${RECORDS_DIR:-${B_DIR:-}})" >> "$OUT/records.txt"
   python3 bench/compare_bams.py /tmp/ab_a.bam /tmp/ab_b.bam >> "$OUT/records.txt" 2>&1
   tail -n 3 /tmp/ab_a.log /tmp/ab_b.log >> "$OUT/records.txt"
 done
