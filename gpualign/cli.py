@@ -206,6 +206,9 @@ def run_map(args, log, argv, tuning: Tuning):
     read_paths = check_read_inputs(args)
     start_decoding([args.reads] + ([args.mates] if args.mates else []), args.threads,   # beside the imports below
                    ramp=not (args.mates or args.interleaved))
+    if args.backend != "cpu" and not os.environ.get("NUMBA_ENABLE_CUDASIM"):
+        from . import cuda_driver as driver
+        driver.init_in_background()   # about 0.2 s of CUDA's start, beside the checks and imports that follow
     try:
         return plan_and_map(args, log, argv, tuning, read_paths)
     finally:
@@ -249,9 +252,6 @@ def map_with(args, log, argv, params, read_group, genome_prefix, fasta, out, met
     """run_map once every argument is checked: the genome, index and reads loaded, mapped, written."""
     from .output import writing, written
     from .qc.map_summary import write_summary
-    if args.backend != "cpu" and not os.environ.get("NUMBA_ENABLE_CUDASIM"):
-        from . import cuda_driver as driver
-        driver.init_in_background()   # about 0.2 s of CUDA's start, beside the imports below
     from . import trace
     with trace.span("start: import the mapper"):   # beside the decoding begun by run_map
         import numba
