@@ -244,11 +244,36 @@ def test_the_tail_code_is_loaded_with_the_types_the_tail_uses(tmp_path, rng):
     different type would load, or compile, its code in the tail all the same)."""
     sort.load_tail_code(1)
     from gpualign.bam import bai
-    tail = (sort.key_order, sort.rank_cut, sort.part_rows, sort.gather, sort.index_entries, bai.placed_prefix,
-            bai.piece_index, bai.merge_touching, bai.filled_windows)
+    tail = (sort.key_order, sort.rank_cut, sort.part_rows, sort.gather, sort.index_entries, sort.entries_of_rows,
+            bai.placed_prefix, bai.piece_index, bai.merge_touching, bai.filled_windows)
     before = {f: set(f.signatures) for f in tail}
     assert all(before.values())
     segments = random_alignments(rng, make_header(), 300, with_reads=range(4))
     sorted_and_unsorted(tmp_path, rng, segments, 3, 2)
     assert {f: set(f.signatures) for f in before} == before
     assert index_fields(sort.TINY_RECORD)[:, 0].tolist() == [38, 0, 0, 1, 4680, 4]   # a whole record
+
+
+def test_the_index_fields_kept_beside_the_keys_are_those_of_the_records(tmp_path, rng):
+    """What the sorted sink keeps of each record for the .bai (its key's refID and pos, bai.spans_in_order's end,
+    bin and flag, its size) gives the index entries that reading the records back gives, for a part's rows taken in
+    any order; and records.key_place inverts sort_key."""
+    from gpualign.bam.bai import spans_in_order
+    from gpualign.bam.records import FLAG_REVERSE, UNMAPPED_KEY, key_place, sort_key
+    header = make_header()
+    segments = random_alignments(rng, header, 400, with_reads=range(4))
+    buf, offsets = bam_record_bytes(header, segments, tmp_path)
+    keys = coordinate_keys(segments)
+    fields = index_fields(buf)
+    for key, tid, pos in zip(keys, fields[1], fields[2]):
+        assert key_place(key) == ((tid, pos) if key != UNMAPPED_KEY else (-1, -1))
+    for flag, rid, pos in ((0, 0, 0), (FLAG_REVERSE, 3, (1 << 31) - 2), (0, (1 << 29) + 5, 12_345), (16, -1, -1)):
+        assert key_place(sort_key(flag, rid, pos)) == ((rid, pos) if rid >= 0 else (-1, -1))
+    keys, starts, sizes, order = sort.key_order(offsets, keys)
+    end, bins, flag = spans_in_order(buf, offsets, order)
+    assert (end == fields[3][order]).all() and (bins == fields[4][order]).all() and (flag == fields[5][order]).all()
+    rows = rng.permutation(len(keys))[:250].astype(np.int64)
+    part = sort.gather(buf, starts, sizes, rows, sort.MEMMOVE)
+    _, csizes, usizes = bgzf.sized_bgzf_blocks(part, 1)
+    assert (sort.entries_of_rows(keys, end, bins, flag, sizes, rows, csizes, usizes)
+            == sort.index_entries(part, csizes, usizes)).all()

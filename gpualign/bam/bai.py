@@ -66,6 +66,26 @@ def index_fields(buf):
 
 
 @njit(cache=True, nogil=True)
+def spans_in_order(buf, starts, order):
+    """What the index needs of each record that no sort key holds, for the records of buf (record i
+    at buf[starts[i]]) taken in `order`: rows (end, bin, flag), as int32, uint16 and uint16 (the
+    sorted sink keeps them beside each record's key, so that its tail reads no record back). The
+    records are read in buffer order, then the rows put in `order`: read in that order they took
+    three times as long."""
+    n = order.shape[0]
+    fields = np.empty((6, n), dtype=np.int64)
+    for i in range(n):
+        record_fields(buf, starts[i], fields, i)
+    end = np.empty(n, dtype=np.int32)
+    bins = np.empty(n, dtype=np.uint16)
+    flag = np.empty(n, dtype=np.uint16)
+    for r in range(n):
+        i = order[r]
+        end[r], bins[r], flag[r] = fields[3, i], fields[4, i], fields[5, i]
+    return end, bins, flag
+
+
+@njit(cache=True, nogil=True)
 def record_fields(buf, o, fields, r):
     """index_fields' column r (size, refID, pos, end, bin, flag) from the record at buf[o]."""
     fields[0, r] = 4 + le32(buf, o, False)

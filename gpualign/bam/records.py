@@ -204,6 +204,14 @@ def sort_key(flag, rid, pos):
 
 
 @njit(cache=True, nogil=True, inline='always')
+def key_place(key):
+    """The (refID, pos) a sort key was made from: (-1, -1) for UNMAPPED_KEY, which has none."""
+    if key == UNMAPPED_KEY:
+        return -1, -1
+    return key >> 33, (key >> 1) & 0xFFFFFFFF
+
+
+@njit(cache=True, nogil=True, inline='always')
 def put_cigar_op(buf, off, op, ln, text, write):
     """One CIGAR operation: binary (length << 4 | op) or as text ('12M')."""
     if not text:

@@ -12,8 +12,9 @@ After the last batch nothing runs on one thread alone: the final order (key, tie
 is cut into parts of PART_RECORDS records, and each part is one task on all threads: its rows found
 in every run by rank selection (binary searches, no global sort; each cut once, shared by the
 parts on either side of it), merged, their records gathered from the page-cached run file,
-compressed into BGZF blocks of its own, and their index entries (bai.index_fields, virtual offsets
-within the part) made. The main thread writes the parts in order and moves their entries to where
+compressed into BGZF blocks of its own, and their index entries (virtual offsets within the part;
+refID and pos from each row's key, and end, bin and flag kept beside it as each slice was sorted:
+bai.spans_in_order, so no record is read back) made. The main thread writes the parts in order and moves their entries to where
 they landed; only the .bai's assembly (build_bai, on all threads) is left after the last part. The
 parts depend on the records alone, so the bytes do not depend on the batches or the threads; a
 part's last block may be short, which BGZF allows.
@@ -36,10 +37,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit
 
-from .bai import build_bai, index_fields, joined_pieces, piece_index
+from .bai import build_bai, index_fields, joined_pieces, piece_index, spans_in_order
 from .bgzf import BGZF_EOF, BamWriter, header_bytes, sized_bgzf_blocks
 from .markdup import UNKNOWN_LIBRARY, decide, flag_duplicates, metrics, write_metrics
-from .records import D_COLS
+from .records import D_COLS, key_place
 from ..jitcache import use_versioned_cache
 from ..memmove import MEMMOVE
 from ..output import open_binary
@@ -207,6 +208,7 @@ class SortedBam(RecordSink):
         self.written = 0              # bytes of the run file handed out to slices so far
         self.reserving = threading.Lock()
         self.keys, self.starts, self.sizes = [], [], []
+        self.spans = []   # with an index: each slice's (end, bin, flag) a row (bai.spans_in_order)
         self.tail_code = None   # the final pass's code, loaded on a worker while mapping goes on
 
     def add(self, *item):
@@ -222,17 +224,20 @@ class SortedBam(RecordSink):
         out (1.4 ms a slice on the GPU host) they held back the next batch's slices, and the tail."""
         with trace.span("sort batch records"):
             keys, starts, sizes, order = key_order(offsets, keys)
+            spans = spans_in_order(buf, offsets, order) if self.index_path else None
         with self.reserving:
             at = self.written
             self.written += len(buf)
         with trace.span("write sorted run"):
             write_at(self.run, buf, at)
-        return keys, starts + at, sizes, order, dupf
+        return keys, starts + at, sizes, order, dupf, spans
 
-    def consume(self, keys, starts, sizes, order=None, dupf=None):
+    def consume(self, keys, starts, sizes, order=None, dupf=None, spans=None):
         self.keys.append(keys)
         self.starts.append(starts)
         self.sizes.append(sizes)
+        if spans is not None:
+            self.spans.append(spans)
         if self.markdup:
             if dupf is None:
                 raise ValueError("SortedBam: markdup needs the records' duplicate-marking fields")
@@ -268,12 +273,14 @@ class SortedBam(RecordSink):
         keys, starts, sizes = (np.concatenate(a) if a else np.zeros(0, dtype=np.int64)
                                for a in (self.keys, self.starts, self.sizes))
         run_off = np.cumsum([0] + [len(k) for k in self.keys], dtype=np.int64)
-        self.keys = self.starts = self.sizes = None
+        spans = (tuple(np.concatenate(column) for column in zip(*self.spans)) if self.spans
+                 else tuple(np.zeros(0, dtype=t) for t in (np.int32, np.uint16, np.uint16)))
+        self.keys = self.starts = self.sizes = self.spans = None
         dup_row = self.duplicates(run_off) if self.markdup else None
         src = (np.memmap(self.run_path, dtype=np.uint8, mode="r") if self.written
                else np.zeros(0, dtype=np.uint8))
         return write_runs(self.path, self.header, self.level, self.threads, src, keys, starts, sizes, run_off,
-                          dup_row, bool(self.index_path))
+                          dup_row, bool(self.index_path), spans if self.index_path else None)
 
     def duplicates(self, run_off):
         """Which rows (of the runs' concatenated arrays, each run in key order) are duplicates:
@@ -316,14 +323,16 @@ def write_at(fd, data, at):
         view, at = view[done:], at + done
 
 
-def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, dup_row=None, index=True):
+def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, dup_row=None, index=True, spans=None):
     """A sorted BAM from sorted runs of records (SortedBam's, or a merge's inputs): its parts merged,
     gathered and compressed on all threads. src: the runs' records; keys, starts, sizes: the runs'
     concatenated rows (run j is rows run_off[j]..run_off[j+1]-1, in key order); dup_row: each row's
     duplicate flag, set or cleared in its record (None: records as they are). Returns the records'
     index entries (index_entries' rows, the virtual offsets moved to where each part landed; none
     unless index), each part's written by its worker, its offsets moved by the main thread as the
-    parts come in order."""
+    parts come in order. spans: the rows' (end, bin, flag) (bai.spans_in_order), with their refID and
+    pos in their keys (records.key_place); None: read back from the records (a merge's keys are made
+    otherwise)."""
 
     def cut(rank):
         with trace.span("merge sorted runs"):
@@ -344,7 +353,11 @@ def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, 
         blocks, csizes, usizes = sized_bgzf_blocks(records, level)
         if index:
             with trace.span("index sorted records"):
-                entries[:, first:last] = index_entries(records, csizes, usizes)
+                if spans is None:
+                    entries[:, first:last] = index_entries(records, csizes, usizes)
+                else:
+                    end, bins, flag = spans
+                    entries[:, first:last] = entries_of_rows(keys, end, bins, flag, sizes, rows, csizes, usizes)
         return blocks, slice(first, last)
 
     # each part's index entries go straight to their columns, from its worker: copied by the thread
@@ -392,6 +405,8 @@ def load_tail_code(level: int):
         records = gather(src, starts, sizes, rows, MEMMOVE)
         _, csizes, usizes = sized_bgzf_blocks(records, level)
         tid, pos, end, bins, flag, vstart, vend = index_entries(records, csizes, usizes)
+        spans = np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.uint16), np.zeros(1, dtype=np.uint16)
+        entries_of_rows(keys, *spans, sizes, rows, csizes, usizes)
         build_bai(1, tid, pos, end, bins, flag, vstart.view(np.uint64), vend.view(np.uint64))
         piece = piece_index(pos, end, bins, flag, vstart.view(np.uint64), vend.view(np.uint64))
         joined_pieces([piece, piece])   # a reference in several pieces (merge_touching)
@@ -401,18 +416,41 @@ def load_tail_code(level: int):
 def index_entries(records, csizes, usizes):
     """What the .bai needs of a part's records, in rows: refID, pos, end, bin, flag, and the virtual
     offsets of their starts and ends as if the part's first block began the file (a part written
-    at file offset c adds c << 16). A record ending at a block's end points to the next block's
-    start, as htslib's bgzf_tell gives it."""
+    at file offset c adds c << 16), read back from the records."""
     fields = index_fields(records)
     out = np.empty((7, fields.shape[1]), dtype=np.int64)
     out[:5] = fields[1:]
+    virtual_offsets(fields[0], csizes, usizes, out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def entries_of_rows(keys, end, bins, flag, sizes, rows, csizes, usizes):
+    """index_entries for a part's rows of the runs, from what the sink kept of each (its key, the
+    (end, bin, flag) of bai.spans_in_order, its size) rather than from the records."""
+    n = rows.shape[0]
+    out = np.empty((7, n), dtype=np.int64)
+    row_sizes = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        r = rows[i]
+        out[0, i], out[1, i] = key_place(keys[r])
+        out[2, i], out[3, i], out[4, i] = end[r], bins[r], flag[r]
+        row_sizes[i] = sizes[r]
+    virtual_offsets(row_sizes, csizes, usizes, out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def virtual_offsets(sizes, csizes, usizes, out):
+    """out[5] and out[6]: the virtual offsets of the starts and ends of records of `sizes`, laid end to
+    end in blocks of csizes compressed and usizes uncompressed bytes from the part's start. A record
+    ending at a block's end points to the next block's start, as htslib's bgzf_tell gives it."""
     block = ustart = cstart = o = 0   # o: a record's start; `at` lies in block, from ustart (cstart in the file)
-    for r in range(fields.shape[1]):
-        for row, at in ((5, o), (6, o + fields[0, r])):   # the record's start, then its end
+    for r in range(sizes.shape[0]):
+        for row, at in ((5, o), (6, o + sizes[r])):   # the record's start, then its end
             while block < usizes.shape[0] and at >= ustart + usizes[block]:
                 ustart += usizes[block]
                 cstart += csizes[block]
                 block += 1
             out[row, r] = (cstart << 16) | (at - ustart)
-        o += fields[0, r]
-    return out
+        o += sizes[r]
