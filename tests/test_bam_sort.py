@@ -150,6 +150,24 @@ def test_rank_cut_and_part_rows_give_the_stable_order_of_the_runs(rng):
         assert np.concatenate(rows).tolist() == order.tolist()
 
 
+def test_part_rows_sort_close_keys_by_radix_as_a_stable_sort_does(rng, monkeypatch):
+    """Runs of keys a narrow span apart (one radix pass, several, and the merge sort above RADIX_SPAN), many of
+    them tied: part_rows lists each part's rows in the stable order of the keys (ties in run then row order)."""
+    monkeypatch.setattr(sort, "RADIX_SPAN", 1 << 30)   # read by part_rows.py_func as it runs (the compiled one: 1 << 44)
+    for span in (1, 1500, 1 << 25, 1 << 33):
+        base = int(rng.integers(0, 1 << 40))
+        runs = [np.sort(base + rng.integers(0, span, size=int(rng.integers(0, 300)))) for _ in range(23)]
+        keys = np.concatenate(runs).astype(np.int64)
+        run_off = np.cumsum([0] + [len(r) for r in runs], dtype=np.int64)
+        order = np.argsort(keys, kind="stable")
+        rows = [sort.part_rows.py_func(keys, sort.rank_cut(keys, run_off, a),
+                                       sort.rank_cut(keys, run_off, min(len(keys), a + 997)))
+                for a in range(0, len(keys), 997)]
+        assert np.concatenate(rows).tolist() == order.tolist(), span
+        cut = sort.rank_cut(keys, run_off, 0), sort.rank_cut(keys, run_off, len(keys))
+        assert sort.part_rows(keys, *cut).tolist() == order.tolist(), span
+
+
 @pytest.mark.parametrize("kind", ["none", "unplaced only", "one contig"])
 def test_edge_inputs_give_a_valid_sorted_indexed_bam(tmp_path, rng, kind):
     header = make_header()

@@ -99,14 +99,60 @@ def rank_cut(keys, run_off, rank):
 @njit(cache=True, nogil=True)
 def part_rows(keys, a, b):
     """Rows of the final ranks between two cuts (rank_cut's a and b: rows of the runs' concatenated
-    arrays), in final order: each run's piece a[j]..b[j]-1, the pieces merged by a stable sort, ties
-    in run then row order."""
+    arrays), in final order: each run's piece a[j]..b[j]-1, the pieces put in order by a stable sort,
+    ties in run then row order. A part's keys mostly lie close together (a part is a stretch of the
+    genome): where they span less than RADIX_SPAN, a radix sort of their distance from the smallest
+    (stable, RADIX_BITS a pass); else a merge sort."""
     rows = np.empty((b - a).sum(), dtype=np.int64)
     o = 0
+    lo, hi = np.iinfo(np.int64).max, np.iinfo(np.int64).min
     for j in range(a.shape[0]):
-        rows[o:o + b[j] - a[j]] = np.arange(a[j], b[j])
-        o += b[j] - a[j]
-    return rows[np.argsort(keys[rows], kind="mergesort")]
+        if b[j] > a[j]:   # each run's piece is sorted: its ends bound its keys
+            lo = min(lo, keys[a[j]])
+            hi = max(hi, keys[b[j] - 1])
+        for r in range(a[j], b[j]):
+            rows[o] = r
+            o += 1
+    if rows.shape[0] < 2:
+        return rows
+    if lo < 0 or hi - lo >= RADIX_SPAN:   # the difference fits int64 only from lo >= 0 on
+        return rows[np.argsort(keys[rows], kind="mergesort")]
+    return radix_rows(keys, rows, lo, hi - lo)
+
+
+RADIX_BITS = 11
+RADIX_SPAN = 1 << 44   # keys spread wider than this (over 4 radix passes) are merge sorted
+
+
+@njit(cache=True, nogil=True)
+def radix_rows(keys, rows, lo, span):
+    """rows stably sorted by keys[row] - lo (all in 0..span): a counting sort of RADIX_BITS of it a
+    pass, from the lowest bits."""
+    n = rows.shape[0]
+    mask = (1 << RADIX_BITS) - 1
+    src, dst = rows.copy(), np.empty(n, dtype=np.int64)
+    dist, dist_to = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    for i in range(n):
+        dist[i] = keys[src[i]] - lo
+    count = np.empty(mask + 2, dtype=np.int64)
+    shift = 0
+    while True:
+        count[:] = 0
+        for i in range(n):
+            count[((dist[i] >> shift) & mask) + 1] += 1
+        for c in range(mask + 1):
+            count[c + 1] += count[c]
+        for i in range(n):   # in order: equal digits keep the order of the pass before
+            digit = (dist[i] >> shift) & mask
+            at = count[digit]
+            count[digit] = at + 1
+            dst[at] = src[i]
+            dist_to[at] = dist[i]
+        src, dst = dst, src
+        dist, dist_to = dist_to, dist
+        shift += RADIX_BITS
+        if (span >> shift) == 0:
+            return src
 
 
 @njit(cache=True, nogil=True)
