@@ -201,8 +201,6 @@ def open_reads(args, k: int, batch_size: int, threads: int, block: int, device):
 
 def run_map(args, log, argv, tuning: Tuning):
     from .seqio import drop_early, start_decoding
-    from . import trace
-    trace.since_process_start("start: Python and the command line")
     read_paths = check_read_inputs(args)
     start_decoding([args.reads] + ([args.mates] if args.mates else []), args.threads,   # beside the imports below
                    ramp=not (args.mates or args.interleaved))
@@ -285,6 +283,9 @@ def map_with(args, log, argv, params, read_group, genome_prefix, fasta, out, met
 
 def main(argv=None, tuning: Tuning = TUNING) -> int:
     """Run one command; returns the exit status. tuning: the method's constants (benchmarks vary them)."""
+    if argv is None:   # the command's own process (a caller in Python started long before): its start traced
+        from . import trace
+        trace.since_process_start("start: Python and the command line")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = get_argument_parser().parse_args(argv)
     log = lambda msg: print(f"[gpualign {args.command}] {msg}", file=sys.stderr, flush=True)  # noqa: E731

@@ -52,9 +52,12 @@ def process_started() -> float | None:
 
 
 def since_process_start(step: str):
-    """Record `step` from the process's start until now (nothing where the start is unknown)."""
+    """Record `step` from the process's start until now (nothing where the start is unknown), on the main thread:
+    its CPU seconds so far are the step's."""
     if enabled() and (start := process_started()) is not None:
-        record(step, start, time.perf_counter())
+        now = time.perf_counter()
+        start = min(start, now)
+        record(step, start, now, cpu=min(time.thread_time(), now - start))
 
 
 def thread_cpu_seconds() -> list:
