@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 
-from . import __version__, detach
+from . import __version__, detach, trace
 from .errors import InputError, one_line
 from .options import (AUTO_K, HELP, INDEX_HELP, MAX_K, MIN_K, OPTICAL_DISTANCE, OPTICAL_HELP, TUNING, IndexParams,
                       MapParams, Tuning)
@@ -215,7 +215,6 @@ def run_map(args, log, argv, tuning: Tuning):
 
 def plan_and_map(args, log, argv, tuning: Tuning, read_paths: list):
     """run_map's other arguments checked and its outputs planned, then map_with."""
-    from . import trace
     with trace.span("start: check the arguments, plan the outputs"):
         from .cram import check_reference
         from .output import plan_file, plan_output
@@ -250,7 +249,6 @@ def map_with(args, log, argv, params, read_group, genome_prefix, fasta, out, met
     """run_map once every argument is checked: the genome, index and reads loaded, mapped, written."""
     from .output import writing, written
     from .qc.map_summary import write_summary
-    from . import trace
     with trace.span("start: import the mapper"):   # beside the decoding begun by run_map
         import numba
         from .fastq import DeviceParsing
@@ -284,7 +282,6 @@ def map_with(args, log, argv, params, read_group, genome_prefix, fasta, out, met
 def main(argv=None, tuning: Tuning = TUNING) -> int:
     """Run one command; returns the exit status. tuning: the method's constants (benchmarks vary them)."""
     if argv is None:   # the command's own process (a caller in Python started long before): its start traced
-        from . import trace
         trace.since_process_start("start: Python and the command line")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = get_argument_parser().parse_args(argv)

@@ -40,12 +40,18 @@ def record(step: str, start: float, end: float, thread: str | None = None, cpu: 
             _events.append((thread or threading.current_thread().name, step, start, end, cpu))
 
 
+def stat_fields(path: str) -> list:
+    """The fields of a /proc stat file after the command's name (in parentheses, which may hold spaces):
+    the file's third field first."""
+    with open(path) as fh:
+        return fh.read().rsplit(")", 1)[1].split()
+
+
 def process_started() -> float | None:
     """When this process started, in perf_counter seconds (Linux's /proc, to the clock tick; None
     elsewhere): the interpreter's start and the imports before the first step, in a trace."""
     try:
-        with open("/proc/self/stat") as fh:
-            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])   # starttime: clock ticks since boot
+        ticks = int(stat_fields("/proc/self/stat")[19])   # starttime: clock ticks since boot
         return time.perf_counter() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError, AttributeError):
         return None
@@ -72,8 +78,7 @@ def thread_cpu_seconds() -> list:
         return out
     for tid in tasks:
         try:
-            with open(f"/proc/self/task/{tid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
+            fields = stat_fields(f"/proc/self/task/{tid}/stat")
         except OSError:
             continue
         out.append((names.get(int(tid), "unnamed"), (int(fields[11]) + int(fields[12])) / tick))   # utime, stime
