@@ -40,6 +40,10 @@ _JITTED = re.compile(r"^\s*(?:@(?:numba\.)?(?:cuda\.)?(?:njit|jit)\b|use_version
 # what a cold cache costs, roughly: 63-71 s (cpu) and 53 s (cuda) on the H100 host, 90-140 s (cpu) on
 # a 2-core VM (BENCHMARKS.md, "Start-up: compiling kernels")
 EXPECTED = {"cpu": "one to two minutes", "cuda": "about a minute"}
+# GPUALIGN_LINEINFO=1: the seeding kernels compiled with a map from machine code to source lines, for a
+# profiler's per-line counts (bench/gpu_seed_profile.sh; code generation is unaffected). Given to cuda.jit
+# only then: the CUDA simulator's jit takes no such option.
+LINEINFO = {"lineinfo": True} if os.environ.get("GPUALIGN_LINEINFO") == "1" else {}
 
 _done = False
 _key = {}

@@ -2,7 +2,7 @@
 per-read device functions of cuda_kernels.py. Like cuda_kernels.py, imported only where gpu.py
 runs kernels through numba (the simulator, compiling, no stored machine code)."""
 
-from ..jitcache import use_versioned_cache
+from ..jitcache import LINEINFO, use_versioned_cache
 
 use_versioned_cache()  # before any @cuda.jit below
 
@@ -63,7 +63,7 @@ def d_seeded(r, n, k, match, cost, nc, counts, vote_fraction, cand_votes, row, d
     per_read[r] = kept[r] + (1 if counts[r] == 1 else 0)
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, **LINEINFO)
 def seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax,
                         mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
                         unseen, kept, per_read, redo, nredo):
@@ -106,7 +106,7 @@ def seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, 
         cuda.syncthreads()   # the scratch and shared arrays are the next read's
 
 
-@cuda.jit(cache=True)
+@cuda.jit(cache=True, **LINEINFO)
 def _seed_block_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax,
                        mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
                        unseen, kept, per_read, redo, nredo):
@@ -117,7 +117,7 @@ def _seed_block_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, i
                         cand_keys, cand_votes, dropped, unseen, kept, per_read, redo, nredo)
 
 
-@cuda.jit(cache=True)
+@cuda.jit(cache=True, **LINEINFO)
 def _seed_shared_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hmax, mcand,
                         stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, unseen,
                         kept, per_read, redo, nredo):

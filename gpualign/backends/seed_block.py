@@ -14,7 +14,7 @@ Device functions only: resident_kernels.py's seeding kernels call them with the 
 arrays (sized by MAX_SEEDS).
 """
 
-from ..jitcache import use_versioned_cache
+from ..jitcache import LINEINFO, use_versioned_cache
 
 use_versioned_cache()  # before any @cuda.jit below
 
@@ -32,7 +32,7 @@ d_seed_kmer = _dev["seed_kmer"]
 d_seed_offset = _dev["seed_offset"]
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, **LINEINFO)
 def collect_block(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, budget, kms, cnts, offs, order, runs,
                   tally):
     """seed.collect_seed_hits for one strand by the block: hits appended at hits[hoff + tally[0]...],
@@ -97,7 +97,7 @@ def collect_block(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, 
     cuda.syncthreads()
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, **LINEINFO)
 def rank_sort_block(a, off, n, dst):
     """a[off:off+n] sorted into a[dst:dst+n]: each value written at its rank (the values below it, and
     the equal ones before it), a thread's values counted against all n; one wait. Equal values are
@@ -113,7 +113,7 @@ def rank_sort_block(a, off, n, dst):
     cuda.syncthreads()
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, **LINEINFO)
 def merge_path(a, ao, na, bo, nb, d):
     """How many of the first d values of the merge of a[ao:ao+na] and a[bo:bo+nb] (both ascending,
     ties from the first) come from the first run."""
@@ -128,7 +128,7 @@ def merge_path(a, ao, na, bo, nb, d):
     return lo
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, **LINEINFO)
 def merge_block(a, ao, na, bo, nb, out):
     """Merge the ascending a[ao:ao+na] and a[bo:bo+nb] into a[out:out+na+nb], each thread of the
     block a contiguous share of the output, found by merge_path."""
@@ -150,7 +150,7 @@ def merge_block(a, ao, na, bo, nb, out):
         d += 1
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, **LINEINFO)
 def sort_runs_block(a, off, n, scratch, runs, nruns):
     """seed.merge_sort_runs by the block, given where the ascending runs of a[off:off+n] start
     (runs[:nruns], relative to off, ascending): pairs of neighbouring runs merged, pass by pass,
@@ -175,7 +175,7 @@ def sort_runs_block(a, off, n, scratch, runs, nruns):
     return src
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, **LINEINFO)
 def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dropped, di):
     """seed.vote_clusters of the sorted a[at:at + nh] by the block; every thread returns the number of
     candidates. a[fo:fo + nh] is scratch (the sort's other buffer); best: a shared slot a thread.
@@ -250,7 +250,7 @@ def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dr
     return nc
 
 
-@cuda.jit(device=True)
+@cuda.jit(device=True, **LINEINFO)
 def rank_clusters(a, at, keys, nclusters, cand_keys, cand_votes, coff, max_cand, dropped, di):
     """vote_block's outcome from the keys of all its clusters (keys[:nclusters], in any order; votes *
     VOTE_SHIFT + (VOTE_SHIFT - 1 - first hit), distinct): a thread's keys each ranked by the keys above
