@@ -42,8 +42,9 @@ _JITTED = re.compile(r"^\s*(?:@(?:numba\.)?(?:cuda\.)?(?:njit|jit)\b|use_version
 EXPECTED = {"cpu": "one to two minutes", "cuda": "about a minute"}
 # GPUALIGN_LINEINFO=1: the seeding kernels compiled with a map from machine code to source lines, for a
 # profiler's per-line counts (bench/gpu_seed_profile.sh; code generation is unaffected). Given to cuda.jit
-# only then: the CUDA simulator's jit takes no such option.
-LINEINFO = {"lineinfo": True} if os.environ.get("GPUALIGN_LINEINFO") == "1" else {}
+# only then, and never in the CUDA simulator, whose jit takes no such option.
+LINEINFO = ({"lineinfo": True} if os.environ.get("GPUALIGN_LINEINFO") == "1"
+            and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1" else {})
 
 _done = False
 _key = {}
