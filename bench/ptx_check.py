@@ -11,7 +11,8 @@ numba-cuda's compile_ptx. It needs NVVM and NVRTC, which pip installs without a 
 
 Prints one line a kernel and signature, with ptxas's registers, stack frame and spills for sm_90
 (what bounds its occupancy); exits 1 if any fails to compile. PTX_DUMP=FOLDER writes each kernel's PTX
-there as NAME.ptx (the last signature of each), to read what a change compiles to.
+there as NAME.ptx (the last signature of each), to read what a change compiles to; with GPUALIGN_LINEINFO=1 it
+carries .loc lines, so bench/ptx_lines.py can count a kernel's PTX instructions by source line.
 """
 
 import json
@@ -122,7 +123,8 @@ def compile_all(launches: list) -> int:
         kernel = getattr(importlib.import_module(module), name)
         argtypes = tuple(parse(t) for t in sig)
         try:
-            ptx, _ = cuda.compile_ptx(kernel.py_func, argtypes, cc=(9, 0))
+            ptx, _ = cuda.compile_ptx(kernel.py_func, argtypes, cc=(9, 0),   # line info for PTX_DUMP's readers
+                                      lineinfo=os.environ.get("GPUALIGN_LINEINFO") == "1")
             print(f"ok      {name} ({len(ptx)} chars of PTX){ptxas_usage(ptx)}")
             if os.environ.get("PTX_DUMP"):   # a folder: each kernel's PTX, to read what it compiles to
                 with open(os.path.join(os.environ["PTX_DUMP"], f"{name}.ptx"), "w") as fh:
