@@ -6,7 +6,7 @@ they are given; a slice of a batch a task) on worker threads, so the next batch 
 while this one is encoded. The sorted sink sorts each slice's keys on its worker (an order; the
 bytes stay as they are) and writes the slice into one run file beside the output, at a place
 reserved for it, keeping 20 bytes per read in memory (sort key, record start and size, in key
-order): every slice a sorted run.
+order; 28 with an index: each record's end, bin and flag): every slice a sorted run.
 
 After the last batch nothing runs on one thread alone: the final order (key, ties in input order)
 is cut into parts of PART_RECORDS records, and each part is one task on all threads: its rows found
@@ -14,8 +14,9 @@ in every run by rank selection (binary searches, no global sort; each cut once, 
 parts on either side of it), merged, their records gathered from the page-cached run file,
 compressed into BGZF blocks of its own, and their index entries (virtual offsets within the part;
 refID and pos from each row's key, and end, bin and flag kept beside it as each slice was sorted:
-bai.spans_in_order, so no record is read back) made. The main thread writes the parts in order and moves their entries to where
-they landed; only the .bai's assembly (build_bai, on all threads) is left after the last part. The
+bai.spans_in_order, so no record is read back) made. The main thread writes the parts in order and
+moves their entries to where they landed; only the .bai's assembly (build_bai, on all threads) is
+left after the last part. The
 parts depend on the records alone, so the bytes do not depend on the batches or the threads; a
 part's last block may be short, which BGZF allows.
 
