@@ -16,9 +16,8 @@ compressed into BGZF blocks of its own, and their index entries (virtual offsets
 refID and pos from each row's key, and end, bin and flag kept beside it as each slice was sorted:
 bai.spans_in_order, so no record is read back) made. The main thread writes the parts in order and
 moves their entries to where they landed; only the .bai's assembly (build_bai, on all threads) is
-left after the last part. The
-parts depend on the records alone, so the bytes do not depend on the batches or the threads; a
-part's last block may be short, which BGZF allows.
+left after the last part. The parts depend on the records alone, so the bytes do not depend on the
+batches or the threads; a part's last block may be short, which BGZF allows.
 
 With markdup, each slice's duplicate-marking fields (records.dup_fields) are kept too, in input
 order; after the last batch markdup.decide picks the duplicates from those arrays alone, and each
