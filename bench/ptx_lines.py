@@ -6,9 +6,10 @@ a copy where the compiler unrolled it), however often it runs.
     python bench/ptx_lines.py FOLDER/_seed_shared_kernel.ptx [OTHER.ptx] [--file seed_block.py]
 
 Prints, for each line of the source file named, the instructions of the first PTX (and of the
-second, to compare two versions: the source shown is the second's), then the totals and the
-number of signed-index wrap-arounds numba emitted (an `and` with the sign bit for a shared array,
-a 63-bit arithmetic shift for the others).
+second, to compare two versions: the source shown is the second's), then the totals and a count of
+numba's signed-index wrap-arounds: the instructions of their pattern (an `and` with the sign bit for
+a shared array, a 63-bit arithmetic shift for the others), so a sign shift of other arithmetic (a
+signed division by a power of two) counts too.
 """
 
 import argparse

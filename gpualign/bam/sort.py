@@ -319,14 +319,16 @@ class SortedBam(RecordSink):
         keys, starts, sizes = (np.concatenate(a) if a else np.zeros(0, dtype=np.int64)
                                for a in (self.keys, self.starts, self.sizes))
         run_off = np.cumsum([0] + [len(k) for k in self.keys], dtype=np.int64)
-        spans = (tuple(np.concatenate(column) for column in zip(*self.spans)) if self.spans
-                 else tuple(np.zeros(0, dtype=t) for t in (np.int32, np.uint16, np.uint16)))
+        spans = None   # kept only with an index
+        if self.index_path:
+            spans = (tuple(np.concatenate(column) for column in zip(*self.spans)) if self.spans
+                     else tuple(np.zeros(0, dtype=t) for t in (np.int32, np.uint16, np.uint16)))
         self.keys = self.starts = self.sizes = self.spans = None
         dup_row = self.duplicates(run_off) if self.markdup else None
         src = (np.memmap(self.run_path, dtype=np.uint8, mode="r") if self.written
                else np.zeros(0, dtype=np.uint8))
         return write_runs(self.path, self.header, self.level, self.threads, src, keys, starts, sizes, run_off,
-                          dup_row, bool(self.index_path), spans if self.index_path else None)
+                          dup_row, bool(self.index_path), spans)
 
     def duplicates(self, run_off):
         """Which rows (of the runs' concatenated arrays, each run in key order) are duplicates:
