@@ -45,7 +45,7 @@ def deflate(data, level: int) -> bytes:
 def sized_bgzf_blocks(data, level: int):
     """BGZF blocks of data, all but the last of BGZF_INPUT bytes, with what an index needs to place
     records in them: (blocks, each block's compressed size, its input size). ISA-L's levels go
-    through deflate.compress_blocks, all blocks in one call without the GIL; the same bytes as
+    through deflate.compress_blocks, all blocks in one call without the GIL; the same compression as
     block by block."""
     data = np.frombuffer(data, dtype=np.uint8)
     usizes = np.minimum(BGZF_INPUT, len(data) - np.arange(0, len(data), BGZF_INPUT))

@@ -7,7 +7,8 @@ became the limit: on the 16-core GPU host, 10 M records took 81 thread-seconds o
 Python thread). ISA-L's C functions are exported by python-isal's extension module; numba calls
 them through ctypes function pointers handed in as arguments (so the compiled code is cached).
 The stream is set up as python-isal's `isal_zlib.compress(data, level, wbits=-15)` sets it up, so
-the bytes are the same.
+the compression is the same (byte for byte here; one CI machine's python-isal once wrote a block
+one byte shorter). Each block is its own stream, so its bytes depend on its slice alone.
 
 `compress_blocks` is None where python-isal or its symbols are missing; bgzf.py then deflates a
 block at a time in Python.
