@@ -168,6 +168,36 @@ def test_part_rows_sort_close_keys_by_radix_as_a_stable_sort_does(rng, monkeypat
         assert sort.part_rows(keys, *cut).tolist() == order.tolist(), span
 
 
+def test_a_slices_order_is_a_stable_sort_of_its_keys(rng, monkeypatch):
+    """stable_rows (key_order's: the placed keys radix sorted where they span less than RADIX_SPAN,
+    else merge sorted, then the unmapped ones as they came) against numpy's stable sort, on fresh
+    random slices: keys one contig apart or many, unmapped reads among them or none, many ties, a
+    negative key, one row, none."""
+    from gpualign.bam.records import UNMAPPED_KEY
+    monkeypatch.setattr(sort, "RADIX_SPAN", 1 << 30)   # read by stable_rows.py_func as it runs (compiled: 1 << 44)
+    ways = set()
+    for rep in range(24):
+        n = int(rng.integers(0, 3 if rep < 3 else 3000))
+        span = int(rng.choice([1, 1500, 1 << 25, 1 << 33]))
+        keys = (int(rng.integers(0, 1 << 40)) + rng.integers(0, span, size=n)).astype(np.int64)
+        keys[rng.random(n) < rng.choice([0.0, 0.05, 1.0])] = UNMAPPED_KEY
+        if rep % 7 == 6 and n:
+            keys[0] = -5
+        want = np.argsort(keys, kind="stable").tolist()
+        for stable_rows in (sort.stable_rows.py_func, sort.stable_rows):
+            assert stable_rows(keys, np.arange(n)).tolist() == want, (n, span)
+        placed = keys[keys != UNMAPPED_KEY]
+        ways.add("merge" if len(placed) > 1 and (placed.min() < 0 or np.ptp(placed) >= 1 << 30) else
+                 "radix" if len(placed) > 1 else "none placed")
+    assert ways == {"merge", "radix", "none placed"}, ways
+    offsets = np.cumsum([0] + [5] * 40).astype(np.int64)   # key_order: the rows of that order, and their records
+    keys = rng.integers(0, 9, 40).astype(np.int64)
+    got_keys, starts, sizes, order = sort.key_order(offsets, keys)
+    assert order.tolist() == np.argsort(keys, kind="stable").tolist()
+    assert got_keys.tolist() == keys[order].tolist() and starts.tolist() == offsets[:-1][order].tolist()
+    assert (sizes == 5).all()
+
+
 @pytest.mark.parametrize("kind", ["none", "unplaced only", "one contig"])
 def test_edge_inputs_give_a_valid_sorted_indexed_bam(tmp_path, rng, kind):
     header = make_header()
