@@ -99,25 +99,15 @@ def rank_cut(keys, run_off, rank):
 @njit(cache=True, nogil=True)
 def part_rows(keys, a, b):
     """Rows of the final ranks between two cuts (rank_cut's a and b: rows of the runs' concatenated
-    arrays), in final order: each run's piece a[j]..b[j]-1, the pieces put in order by a stable sort,
-    ties in run then row order. A part's keys mostly lie close together (a part is a stretch of the
-    genome): where they span less than RADIX_SPAN, a radix sort of their distance from the smallest
-    (stable, RADIX_BITS a pass); else a merge sort."""
+    arrays), in final order: each run's piece a[j]..b[j]-1, the pieces put in order by a stable sort
+    (stable_rows: a part is mostly a stretch of the genome), ties in run then row order."""
     rows = np.empty((b - a).sum(), dtype=np.int64)
     o = 0
-    lo, hi = np.iinfo(np.int64).max, np.iinfo(np.int64).min
     for j in range(a.shape[0]):
-        if b[j] > a[j]:   # each run's piece is sorted: its ends bound its keys
-            lo = min(lo, keys[a[j]])
-            hi = max(hi, keys[b[j] - 1])
         for r in range(a[j], b[j]):
             rows[o] = r
             o += 1
-    if rows.shape[0] < 2:
-        return rows
-    if lo < 0 or hi - lo >= RADIX_SPAN:   # the difference fits int64 only from lo >= 0 on
-        return rows[np.argsort(keys[rows], kind="mergesort")]
-    return radix_rows(keys, rows, lo, hi - lo)
+    return stable_rows(keys, rows)
 
 
 RADIX_BITS = 11
