@@ -24,6 +24,7 @@ from helpers import bam_record_bytes, random_alignments
 # the empty block that ends every BGZF file (SAM specification, section 4.1.2), written out here
 # rather than taken from the module under test
 EOF_MARKER = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
+FIXED_HEADER = EOF_MARKER[:16]   # every block's first 16 bytes: gzip's with MTIME 0, OS 255, the BC subfield
 HEADER = pysam.AlignmentHeader.from_dict({
     "HD": {"VN": "1.6", "SO": "unsorted"},
     "SQ": [{"SN": "c0", "LN": 60_000}, {"SN": "c1", "LN": 3_000}]})
@@ -41,7 +42,9 @@ def blocks_of(data: bytes) -> list:
         assert (si1, si2, slen) == (ord("B"), ord("C"), 2), o
         size = bsize + 1
         assert size <= 1 << 16 and o + size <= len(data), o
-        payload = zlib.decompress(data[o + 18:o + size - 8], wbits=-15)
+        inflate = zlib.decompressobj(wbits=-15)
+        payload = inflate.decompress(data[o + 18:o + size - 8])
+        assert inflate.eof and inflate.unused_data == b"", o   # one whole deflate stream, nothing after it
         crc, isize = struct.unpack_from("<II", data, o + size - 8)
         assert isize == len(payload) <= 1 << 16 and crc == zlib.crc32(payload), o
         out.append((o, payload))
@@ -155,25 +158,6 @@ def test_no_compression_thread_outlives_the_writer(tmp_path, rng, end):
     assert path.read_bytes().endswith(EOF_MARKER) == (end == "close")
 
 
-def split_blocks(blocks: bytes, sizes) -> list[bytes]:
-    starts = np.concatenate(([0], np.cumsum(sizes)))
-    assert starts[-1] == len(blocks)
-    return [blocks[a:b] for a, b in zip(starts[:-1], starts[1:])]
-
-
-def bgzf_member_payload(block: bytes) -> bytes:
-    """The bytes one BGZF block holds, read by hand from its fields (SAM specification, 4.1):
-    fixed gzip header with the BC field, BSIZE its size - 1, a raw deflate stream, CRC32, ISIZE."""
-    assert block[:16] == b"\x1f\x8b\x08\x04\x00\x00\x00\x00\x00\xff\x06\x00BC\x02\x00"
-    assert struct.unpack("<H", block[16:18])[0] == len(block) - 1
-    inflate = zlib.decompressobj(-15)
-    payload = inflate.decompress(block[18:-8])
-    assert inflate.eof and inflate.unused_data == b""
-    crc, isize = struct.unpack("<II", block[-8:])
-    assert crc == zlib.crc32(payload) and isize == len(payload)
-    return payload
-
-
 @pytest.mark.skipif(deflate.compress_blocks is None, reason="python-isal's ISA-L symbols not found")
 @pytest.mark.parametrize("level", [1, 2, 3])
 @pytest.mark.parametrize("block_input", [bgzf.BGZF_INPUT, 997])
@@ -189,12 +173,14 @@ def test_isal_from_numba_gives_bgzf_blocks_as_python_isal_does(rng, level, block
     noise = rng.integers(0, 256, size=int(rng.integers(1, 5 * block_input)), dtype=np.uint8)
     for data in (text, noise, np.concatenate((text[:3 * block_input], noise))):
         blocks, sizes = deflate.compress_blocks(data, block_input, level)
-        pieces = split_blocks(bytes(blocks), sizes)
-        assert len(pieces) == -(-len(data) // block_input)
-        for i, piece in enumerate(pieces):
-            assert bgzf_member_payload(piece) == bytes(data[i * block_input:(i + 1) * block_input])
+        blocks = bytes(blocks)
+        found = blocks_of(blocks)
+        assert [o for o, _ in found] == np.concatenate(([0], np.cumsum(sizes)[:-1])).tolist()
+        assert int(sizes.sum()) == len(blocks)
+        assert [p for _, p in found] == [bytes(data[i:i + block_input]) for i in range(0, len(data), block_input)]
+        assert all(blocks[o:o + 16] == FIXED_HEADER for o, _ in found)
         later, later_sizes = deflate.compress_blocks(data[block_input:], block_input, level)
-        assert bytes(later) == b"".join(pieces[1:]) and later_sizes.tolist() == sizes.tolist()[1:]
+        assert bytes(later) == blocks[int(sizes[0]):] and later_sizes.tolist() == sizes.tolist()[1:]
         theirs = sum(len(bgzf.bgzf_block(bytes(data[i:i + block_input]), level))
                      for i in range(0, len(data), block_input))
         assert abs(int(sizes.sum()) - theirs) <= max(8, theirs // 1000)
