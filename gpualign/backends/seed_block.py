@@ -28,6 +28,7 @@ from .cuda_kernels import _dev
 MAX_RUNS = 2 * MAX_SEEDS   # ascending runs of hits, a taken seed each
 RANK_SORT_SHARE = 2        # hits a thread up to which sorting them by rank beats merge passes
 VOTE_SHIFT = 1 << 32       # vote_block's key: votes * VOTE_SHIFT + (VOTE_SHIFT - 1 - first hit)
+PAST_RUN = np.iinfo(np.int64).max   # merge_block's value past a run's end: above every hit (a diagonal)
 d_seed_kmer = _dev["seed_kmer"]
 d_seed_offset = _dev["seed_offset"]
 
@@ -140,13 +141,17 @@ def merge_block(a, ao, na, bo, nb, out):
     end = min(d + share, total)
     i = merge_path(a, ao, na, bo, nb, d)
     j = d - i
+    x = a[ao + i] if i < na else PAST_RUN   # each run's next value held, so a step reads one value, not three
+    y = a[bo + j] if j < nb else PAST_RUN
     while d < end:
-        if j >= nb or (i < na and a[ao + i] <= a[bo + j]):
-            a[out + d] = a[ao + i]
+        if x <= y:   # ties from the first run; a run's end reads as larger than any hit
+            a[out + d] = x
             i += 1
+            x = a[ao + i] if i < na else PAST_RUN
         else:
-            a[out + d] = a[bo + j]
+            a[out + d] = y
             j += 1
+            y = a[bo + j] if j < nb else PAST_RUN
         d += 1
 
 
