@@ -292,6 +292,45 @@ def test_the_block_seeding_kernels_give_find_candidates_results(rng, world, thre
     assert seen_dropped and seen_many   # not a vacuous comparison: loci left out, several candidates kept
 
 
+@pytest.mark.parametrize("threads", [1, 4, 32])
+def test_the_block_sort_of_a_reads_runs_is_a_sort(rng, threads):
+    """seed_block.sort_runs_block (ranked at most RANK_SORT_SHARE values a thread, else merge passes of
+    pairs of runs, each thread a share of each merge) against numpy's sort, on fresh random ascending
+    runs as a read's seeds give them: one to many runs, short and long ones, equal values within and
+    across runs, in either half of the scratch."""
+    from gpualign.backends import seed_block as sb
+
+    @numba_cuda.jit
+    def sort(a, off, n, scratch, starts, nruns, at):
+        runs = numba_cuda.shared.array(64, dtype=np.int32)
+        for x in range(numba_cuda.threadIdx.x, nruns, numba_cuda.blockDim.x):
+            runs[x] = starts[x]
+        numba_cuda.syncthreads()
+        got = sb.sort_runs_block(a, off, n, scratch, runs, nruns)
+        if numba_cuda.threadIdx.x == 0:
+            at[0] = got
+
+    merged = ranked = False
+    for rep in range(10):
+        nruns = int(rng.integers(2, 4) if rep % 4 == 1 else rng.integers(1, 40))   # a few values: ranked
+        long = rep % 2 == 0
+        lengths = rng.integers(1, 80 if long else 4, nruns)
+        runs = [np.sort(rng.integers(0, 50 if rep % 3 == 0 else 10 ** 9, m)) for m in lengths]
+        values = np.concatenate(runs).astype(np.int64)
+        n = len(values)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32)
+        off, scratch = (0, n) if rng.random() < 0.5 else (n, 0)
+        a = np.full(2 * n, -9, np.int64)
+        a[off:off + n] = values
+        at = np.full(1, -1, np.int64)
+        sort[1, threads](a, off, n, scratch, starts, nruns, at)
+        assert at[0] in (off, scratch)
+        assert a[at[0]:at[0] + n].tolist() == np.sort(values).tolist(), (nruns, n, threads)
+        ranked |= nruns > 1 and n <= sb.RANK_SORT_SHARE * threads
+        merged |= n > sb.RANK_SORT_SHARE * threads and nruns > 2
+    assert merged and (ranked or threads == 1)
+
+
 @pytest.mark.parametrize("slots", [launch.MAX_VOTE_THREADS, 32])
 @pytest.mark.parametrize("threads", [1, 4, 32])
 def test_the_block_vote_gives_the_clusters_of_a_serial_walk(rng, threads, slots):

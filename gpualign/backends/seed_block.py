@@ -28,6 +28,11 @@ from .cuda_kernels import _dev
 MAX_RUNS = 2 * MAX_SEEDS   # ascending runs of hits, a taken seed each
 RANK_SORT_SHARE = 2        # hits a thread up to which sorting them by rank beats merge passes
 VOTE_SHIFT = 1 << 32       # vote_block's key: votes * VOTE_SHIFT + (VOTE_SHIFT - 1 - first hit)
+PAST_RUN = np.iinfo(np.int64).max   # merge_block's value past a run's end: above every hit (a diagonal)
+# Array offsets in the loops below are unsigned (U): numba wraps a signed index around (a compare, a select
+# and an add in 64 bits each access), and the first seeding's profile was three quarters integer arithmetic.
+# Unsigned and signed operands must not meet in an expression (numba makes the result a float).
+U = np.uint64
 d_seed_kmer = _dev["seed_kmer"]
 d_seed_offset = _dev["seed_offset"]
 
@@ -48,48 +53,48 @@ def collect_block(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, 
         km = d_seed_kmer(q, qoff, d_seed_offset(s, n, k), k)
         cnt = 0
         if km >= 0:
-            cnt = idx_off[km + 1] - idx_off[km]
+            cnt = idx_off[U(km + 1)] - idx_off[U(km)]
             if cnt > max_occ:
                 cnt = 0
-        kms[s] = km
-        cnts[s] = cnt
+        kms[U(s)] = km
+        cnts[U(s)] = cnt
     cuda.syncthreads()
     nh = tally[0]
     nruns = tally[1]
     for s in range(tid, nseeds, nt):
-        cnt = cnts[s]
-        offs[s] = -1
+        cnt = cnts[U(s)]
+        offs[U(s)] = -1
         if cnt > 0:
             before = 0
             rank = 0
             for u in range(nseeds):
-                c = cnts[u]
+                c = cnts[U(u)]
                 if c > 0 and (c < cnt or (c == cnt and u < s)):
                     before += c
                     rank += 1
             if before + cnt <= budget:
-                offs[s] = nh + before
-                runs[nruns + rank] = nh + before
-                order[rank] = s
+                offs[U(s)] = nh + before
+                runs[U(nruns + rank)] = nh + before
+                order[U(rank)] = s
     cuda.syncthreads()
     added = 0
     taken = 0
     for s in range(nseeds):
-        if offs[s] >= 0:
-            added += cnts[s]
+        if offs[U(s)] >= 0:
+            added += cnts[U(s)]
             taken += 1
     for g in range(nh + tid, nh + added, nt):
         lo = 0   # the last taken rank whose run starts at or before slot g
         hi = taken - 1
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if runs[nruns + mid] <= g:
+            if runs[U(nruns + mid)] <= g:
                 lo = mid
             else:
                 hi = mid - 1
-        s = np.int64(order[lo])   # int32 in shared memory: the diagonal below needs 64 bits
-        h = idx_off[kms[s]] + g - np.int64(runs[nruns + lo])
-        hits[hoff + g] = strand * STRAND_BIT - d_seed_offset(s, n, k) + DIAG_BIAS + np.int64(idx_pos[h])
+        s = np.int64(order[U(lo)])   # int32 in shared memory: the diagonal below needs 64 bits
+        h = idx_off[U(kms[U(s)])] + g - np.int64(runs[U(nruns + lo)])
+        hits[U(hoff + g)] = strand * STRAND_BIT - d_seed_offset(s, n, k) + DIAG_BIAS + np.int64(idx_pos[U(h)])
     cuda.syncthreads()   # every thread has read tally before thread 0 moves it on
     if tid == 0:
         tally[0] = nh + added
@@ -102,14 +107,15 @@ def rank_sort_block(a, off, n, dst):
     """a[off:off+n] sorted into a[dst:dst+n]: each value written at its rank (the values below it, and
     the equal ones before it), a thread's values counted against all n; one wait. Equal values are
     equal bits, so the order is merge_sort_runs' own."""
+    uoff = U(off)
     for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
-        v = a[off + j]
+        v = a[uoff + U(j)]
         rank = 0
         for i in range(n):
-            w = a[off + i]
+            w = a[uoff + U(i)]
             if w < v or (w == v and i < j):
                 rank += 1
-        a[dst + rank] = v
+        a[U(dst + rank)] = v
     cuda.syncthreads()
 
 
@@ -121,7 +127,7 @@ def merge_path(a, ao, na, bo, nb, d):
     hi = min(d, na)
     while lo < hi:
         mid = (lo + hi) // 2
-        if a[ao + mid] <= a[bo + d - 1 - mid]:
+        if a[U(ao + mid)] <= a[U(bo + d - 1 - mid)]:
             lo = mid + 1
         else:
             hi = mid
@@ -139,15 +145,22 @@ def merge_block(a, ao, na, bo, nb, out):
     d = min(tid * share, total)
     end = min(d + share, total)
     i = merge_path(a, ao, na, bo, nb, d)
-    j = d - i
-    while d < end:
-        if j >= nb or (i < na and a[ao + i] <= a[bo + j]):
-            a[out + d] = a[ao + i]
-            i += 1
+    one = U(1)   # unsigned from here on (U)
+    ua, ub, uo, una, unb = U(ao), U(bo), U(out), U(na), U(nb)
+    ui, ud, uend = U(i), U(d), U(end)
+    uj = ud - ui
+    x = a[ua + ui] if ui < una else PAST_RUN   # each run's next value held, so a step reads one value, not three
+    y = a[ub + uj] if uj < unb else PAST_RUN
+    while ud < uend:
+        if x <= y:   # ties from the first run; a run's end reads as larger than any hit
+            a[uo + ud] = x
+            ui += one
+            x = a[ua + ui] if ui < una else PAST_RUN
         else:
-            a[out + d] = a[bo + j]
-            j += 1
-        d += 1
+            a[uo + ud] = y
+            uj += one
+            y = a[ub + uj] if uj < unb else PAST_RUN
+        ud += one
 
 
 @cuda.jit(device=True, **LINEINFO)
@@ -192,22 +205,23 @@ def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dr
     clusters = cuda.shared.array(1, dtype=np.int64)
     if tid == 0:
         clusters[0] = 0
+    uat, ufo = U(at), U(fo)
     for j in range(tid, nh, nt):
-        a[fo + j] = 0
+        a[ufo + U(j)] = 0
     cuda.syncthreads()
     fits = best.shape[0]
     for j in range(tid, nh, nt):
-        if j == 0 or a[at + j] - a[at + j - 1] > t:
+        if j == 0 or a[uat + U(j)] - a[uat + U(j - 1)] > t:
             s = j
             while True:
                 e = s + 1
-                while e < nh and a[at + e] - a[at + s] <= t:
+                while e < nh and a[uat + U(e)] - a[uat + U(s)] <= t:
                     e += 1
-                a[fo + s] = e - s
+                a[ufo + U(s)] = e - s
                 slot = cuda.atomic.add(clusters, 0, 1)   # the slots' order varies; the keys are distinct
                 if slot < fits:
-                    best[slot] = (e - s) * VOTE_SHIFT + (VOTE_SHIFT - 1 - s)
-                if e >= nh or a[at + e] - a[at + e - 1] > t:
+                    best[U(slot)] = (e - s) * VOTE_SHIFT + (VOTE_SHIFT - 1 - s)
+                if e >= nh or a[uat + U(e)] - a[uat + U(e - 1)] > t:
                     break
                 s = e
     cuda.syncthreads()
@@ -219,7 +233,7 @@ def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dr
     for rnd in range(max_cand + 1):
         top = 0
         for j in range(tid, nh, nt):   # (votes, earliest first) packed so that the larger key is the better
-            v = a[fo + j]
+            v = a[ufo + U(j)]
             if v > 0:
                 top = max(top, v * VOTE_SHIFT + (VOTE_SHIFT - 1 - j))
         best[tid] = top
@@ -258,10 +272,10 @@ def rank_clusters(a, at, keys, nclusters, cand_keys, cand_votes, coff, max_cand,
     the best left out. Returns the number of candidates once the block has waited, so that every thread
     sees them (another thread may have written them)."""
     for x in range(cuda.threadIdx.x, nclusters, cuda.blockDim.x):
-        key = keys[x]
+        key = keys[U(x)]
         rank = 0
         for y in range(nclusters):
-            if keys[y] > key:
+            if keys[U(y)] > key:
                 rank += 1
                 if rank > max_cand:
                     break
