@@ -180,14 +180,9 @@ def radix_rows(keys, rows, lo, span):
 
 
 @njit(cache=True, nogil=True)
-def gather(src, starts, sizes, rows, memmove):
-    """The records rows[...] of src (given by starts and sizes), concatenated."""
-    return gather_at(src.ctypes.data, starts, sizes, rows, memmove)
-
-
-@njit(cache=True, nogil=True)
 def gather_at(src_at, starts, sizes, rows, memmove):
-    """gather from the memory at address src_at (0: the starts are addresses)."""
+    """The records rows[...] (given by starts and sizes from address src_at; 0: the starts are
+    addresses), concatenated."""
     total = 0
     for r in rows:
         total += sizes[r]
