@@ -37,6 +37,7 @@ from .options import MapParams, check_optical_distance
 from .output import scratch_dir
 from .reads import Reads, encode_reads
 from .sam import make_header
+from .seqio import available_memory
 from .seed import candidate_pairs, edit_cost, reseed_incomplete, unseen_scores
 from .threads import in_background, ordered_map
 
@@ -285,6 +286,9 @@ class Progress:
 
 
 WARM_UP_READ = b"ACGT" * 25
+# the sorted sink holds records in memory up to this share of the memory available at the start (the rest
+# goes to its run file): an eighth, as the reads decoded ahead take (seqio.decode_ahead_bytes)
+HOLD_SHARE = 8
 
 
 def warm_up(backend, genome, index, p, paired: bool):
@@ -363,7 +367,8 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
             out = SortedBam(out_path, header, encode, compression_level, threads, index_path, times,
                             work_dir=scratch_dir(out_path), markdup=markdup,
                             library=(read_group or {}).get("LB"), metrics_path=metrics_path, command=command_line,
-                            output_name=output_name, optical_distance=optical_distance)
+                            output_name=output_name, optical_distance=optical_distance,
+                            hold_bytes=available_memory() // HOLD_SHARE)
         else:
             out = UnsortedBam(out_path, header, encode, compression_level, threads)
         progress = Progress(log, backend.NAME)

@@ -68,6 +68,34 @@ def sorted_and_unsorted(tmp_path, rng, segments, n_batches, threads):
     return sorted_bam, unsorted_bam
 
 
+def test_records_held_in_memory_or_written_to_the_run_file_give_the_same_bam(tmp_path, rng, monkeypatch):
+    """SortedBam keeps a slice's records where they were made while they fit hold_bytes, the rest go
+    to its run file: none held, some, or all, the BAM and its .bai are the same bytes, and the held
+    records are left as they were (the tail gathers copies)."""
+    monkeypatch.setattr(sort, "PART_RECORDS", 97)   # parts mixing held records and the run file's
+    header = make_header()
+    segments = random_alignments(rng, header, 1500, with_reads=range(4))
+    encoded = [(*bam_record_bytes(header, b, tmp_path), coordinate_keys(b)) for b in cut(rng, segments, 12)]
+    total = sum(len(e[0]) for e in encoded)
+    made, in_file = {}, {}
+    for hold in (0, total // 2, total):
+        copies = [(buf.copy(), offsets, keys) for buf, offsets, keys in encoded]
+        path = str(tmp_path / f"h{hold}.bam")
+        sink = SortedBam(path, header, lambda i: copies[i], 6, 3, index_path=path + ".bai", work_dir=str(tmp_path),
+                         hold_bytes=hold)
+        for i in range(len(copies)):
+            sink.add(i)
+        sink.close()
+        made[hold] = (Path(path).read_bytes(), Path(path + ".bai").read_bytes())
+        in_file[hold] = sink.in_file
+        assert all(np.array_equal(c[0], e[0]) for c, e in zip(copies, encoded))
+        assert not os.path.exists(sink.tmpdir)
+    assert made[0] == made[total // 2] == made[total]
+    assert records(str(tmp_path / "h0.bam")) == [s.to_string() for s in sorted(
+        segments, key=lambda a: coordinate_keys([a])[0])]   # stable: ties stay in input order
+    assert all(in_file[0]) and not any(in_file[total]) and 0 < sum(in_file[total // 2]) < len(encoded)
+
+
 @pytest.mark.parametrize("n, batches, threads, gather", [(1500, 1, 1, 1 << 16), (2000, 9, 2, 37), (2000, 40, 4, 1)])
 def test_sorted_records_are_samtools_sort_of_the_unsorted_ones(tmp_path, rng, monkeypatch, n, batches, threads, gather):
     monkeypatch.setattr(sort, "PART_RECORDS", gather)   # the final pass gathers the records in parts
@@ -292,7 +320,7 @@ def test_the_tail_code_is_loaded_with_the_types_the_tail_uses(tmp_path, rng):
     different type would load, or compile, its code in the tail all the same)."""
     sort.load_tail_code(1)
     from gpualign.bam import bai
-    tail = (sort.key_order, sort.rank_cut, sort.part_rows, sort.gather, sort.index_entries, sort.entries_of_rows,
+    tail = (sort.key_order, sort.rank_cut, sort.part_rows, sort.gather_at, sort.index_entries, sort.entries_of_rows,
             bai.placed_prefix, bai.piece_index, bai.merge_touching, bai.filled_windows)
     before = {f: set(f.signatures) for f in tail}
     assert all(before.values())
@@ -321,7 +349,7 @@ def test_the_index_fields_kept_beside_the_keys_are_those_of_the_records(tmp_path
     end, bins, flag = spans_in_order(buf, offsets, order)
     assert (end == fields[3][order]).all() and (bins == fields[4][order]).all() and (flag == fields[5][order]).all()
     rows = rng.permutation(len(keys))[:250].astype(np.int64)
-    part = sort.gather(buf, starts, sizes, rows, sort.MEMMOVE)
+    part = sort.gather_at(buf.ctypes.data, starts, sizes, rows, sort.MEMMOVE)
     _, csizes, usizes = bgzf.sized_bgzf_blocks(part, 1)
     assert (sort.entries_of_rows(keys, end, bins, flag, sizes, rows, csizes, usizes)
             == sort.index_entries(part, csizes, usizes)).all()

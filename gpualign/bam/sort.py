@@ -4,9 +4,12 @@ itself (no separate `samtools sort` pass), then indexed.
 Both sinks take a batch's records as numba-built bytes (records.batch_bam_records, the `encode`
 they are given; a slice of a batch a task) on worker threads, so the next batch maps on the GPU
 while this one is encoded. The sorted sink sorts each slice's keys on its worker (an order; the
-bytes stay as they are) and writes the slice into one run file beside the output, at a place
-reserved for it, keeping 20 bytes per read in memory (sort key, record start and size, in key
-order; 28 with an index: each record's end, bin and flag): every slice a sorted run.
+bytes stay as they are) and keeps the slice's records where they were made while they fit
+`hold_bytes` (their starts are then addresses), else writes them into one run file beside the
+output, at a place reserved for it, keeping 20 bytes per read in memory (sort key, record start and
+size, in key order; 28 with an index: each record's end, bin and flag): every slice a sorted run.
+Writing a slice to the run file costs a copy into the page cache; holding it costs nothing more
+than the memory, which the run file's pages would take too while the disk keeps up.
 
 After the last batch nothing runs on one thread alone: the final order (key, ties in input order)
 is cut into parts of PART_RECORDS records, and each part is one task on all threads: its rows found
@@ -177,13 +180,14 @@ def radix_rows(keys, rows, lo, span):
 
 
 @njit(cache=True, nogil=True)
-def gather(src, starts, sizes, rows, memmove):
-    """The records rows[...] of src (given by starts and sizes), concatenated."""
+def gather_at(src_at, starts, sizes, rows, memmove):
+    """The records rows[...] (given by starts and sizes from address src_at; 0: the starts are
+    addresses), concatenated."""
     total = 0
     for r in rows:
         total += sizes[r]
     out = np.empty(total, dtype=np.uint8)
-    out_at, src_at = out.ctypes.data, src.ctypes.data
+    out_at = out.ctypes.data
     o = 0
     for r in rows:
         memmove(out_at + o, src_at + starts[r], sizes[r])
@@ -255,8 +259,12 @@ class SortedBam(RecordSink):
 
     def __init__(self, path, header, encode, level, threads, index_path=None, times=None, work_dir=None,
                  markdup=False, library=None, metrics_path=None, command="gpualign", output_name=None,
-                 optical_distance=0):
+                 optical_distance=0, hold_bytes=0):
         super().__init__(lambda *item: self.sorted_records(*encode(*item)), threads)
+        self.hold_bytes = hold_bytes   # records kept where they were made, up to this many bytes
+        self.held = 0                  # bytes of records kept so far
+        self.held_slices = []          # their arrays, alive until the tail has gathered them
+        self.in_file = []              # each slice: True where its records went to the run file
         self.markdup, self.library, self.metrics_path, self.command = markdup, library, metrics_path, command
         self.optical_distance = optical_distance
         self.output_name = output_name or path
@@ -284,25 +292,36 @@ class SortedBam(RecordSink):
         super().add(*item)
 
     def sorted_records(self, buf, offsets, keys, dupf=None):
-        """A slice's keys, record starts (in the run file) and sizes in key order (stable), the order,
-        and its duplicate-marking fields (None without); its bytes go to the run file as they are,
-        from this worker, at a place reserved for them: moving the bytes would cost more here, while
+        """A slice's keys, record starts (addresses, or offsets in the run file) and sizes in key order
+        (stable), the order, its duplicate-marking fields (None without), and its records where they
+        are held (None where they went to the run file); held while they fit hold_bytes, else written
+        to the run file as they are, from this worker, at a place reserved for them: moving the bytes would cost more here, while
         mapping goes on, than gathering them later, and written by the thread that hands the slices
         out (1.4 ms a slice on the GPU host) they held back the next batch's slices, and the tail."""
         with trace.span("sort batch records"):
             keys, starts, sizes, order = key_order(offsets, keys)
             spans = spans_in_order(buf, offsets, order) if self.index_path else None
+        buf = np.ascontiguousarray(buf)
         with self.reserving:
-            at = self.written
-            self.written += len(buf)
+            hold = self.held + len(buf) <= self.hold_bytes
+            if hold:
+                self.held += len(buf)
+            else:
+                at = self.written
+                self.written += len(buf)
+        if hold:   # the records stay where they are; their starts become addresses
+            return keys, starts + buf.ctypes.data, sizes, order, dupf, spans, buf
         with trace.span("write sorted run"):
             write_at(self.run, buf, at)
-        return keys, starts + at, sizes, order, dupf, spans
+        return keys, starts + at, sizes, order, dupf, spans, None
 
-    def consume(self, keys, starts, sizes, order=None, dupf=None, spans=None):
+    def consume(self, keys, starts, sizes, order=None, dupf=None, spans=None, held=None):
         self.keys.append(keys)
         self.starts.append(starts)
         self.sizes.append(sizes)
+        self.in_file.append(held is None)
+        if held is not None:
+            self.held_slices.append(held)
         if spans is not None:
             self.spans.append(spans)
         if self.markdup:
@@ -346,10 +365,15 @@ class SortedBam(RecordSink):
                      else tuple(np.zeros(0, dtype=t) for t in (np.int32, np.uint16, np.uint16)))
         self.keys = self.starts = self.sizes = self.spans = None
         dup_row = self.duplicates(run_off) if self.markdup else None
-        src = (np.memmap(self.run_path, dtype=np.uint8, mode="r") if self.written
-               else np.zeros(0, dtype=np.uint8))
-        return write_runs(self.path, self.header, self.level, self.threads, src, keys, starts, sizes, run_off,
-                          dup_row, bool(self.index_path), spans)
+        if self.written:   # the run file's slices: their offsets become addresses too
+            run = np.memmap(self.run_path, dtype=np.uint8, mode="r")
+            for j in np.flatnonzero(self.in_file):
+                starts[run_off[j]:run_off[j + 1]] += run.ctypes.data
+        try:
+            return write_runs(self.path, self.header, self.level, self.threads, None, keys, starts, sizes, run_off,
+                              dup_row, bool(self.index_path), spans)
+        finally:
+            self.held_slices = None
 
     def duplicates(self, run_off):
         """Which rows (of the runs' concatenated arrays, each run in key order) are duplicates:
@@ -380,6 +404,7 @@ class SortedBam(RecordSink):
 
     def abort(self):
         super().abort()
+        self.held_slices = None
         self.close_run()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
@@ -394,8 +419,9 @@ def write_at(fd, data, at):
 
 def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, dup_row=None, index=True, spans=None):
     """A sorted BAM from sorted runs of records (SortedBam's, or a merge's inputs): its parts merged,
-    gathered and compressed on all threads. src: the runs' records; keys, starts, sizes: the runs'
-    concatenated rows (run j is rows run_off[j]..run_off[j+1]-1, in key order); dup_row: each row's
+    gathered and compressed on all threads. src: the runs' records (None: the starts are addresses
+    of records held in memory); keys, starts, sizes: the runs' concatenated rows (run j is rows
+    run_off[j]..run_off[j+1]-1, in key order); dup_row: each row's
     duplicate flag, set or cleared in its record (None: records as they are). Returns the records'
     index entries (index_entries' rows, the virtual offsets moved to where each part landed; none
     unless index), each part's written by its worker, its offsets moved by the main thread as the
@@ -415,7 +441,7 @@ def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, 
         with trace.span("merge sorted runs"):
             rows = part_rows(keys, a, b)
         with trace.span("gather sorted records"):
-            records = gather(src, starts, sizes, rows, MEMMOVE)
+            records = gather_at(src_at, starts, sizes, rows, MEMMOVE)
         if dup_row is not None:
             with trace.span("flag duplicates"):
                 flag_duplicates(records, sizes[rows], dup_row[rows])
@@ -429,6 +455,7 @@ def write_runs(path, header, level, threads, src, keys, starts, sizes, run_off, 
                     entries[:, first:last] = entries_of_rows(keys, end, bins, flag, sizes, rows, csizes, usizes)
         return blocks, slice(first, last)
 
+    src_at = 0 if src is None else src.ctypes.data
     # each part's index entries go straight to their columns, from its worker: copied by the thread
     # that writes the parts in order, 7 words a record took that thread as long as the writing
     entries = np.empty((7, len(keys) if index else 0), dtype=np.int64)
@@ -469,9 +496,8 @@ def load_tail_code(level: int):
         keys, run_off = np.zeros(1, dtype=np.int64), np.array([0, 1], dtype=np.int64)
         _, starts, sizes, _ = key_order(np.array([0, len(TINY_RECORD)], dtype=np.int64), keys)
         src = TINY_RECORD.copy()
-        src.setflags(write=False)   # the run file is read through a read-only memmap
         rows = part_rows(keys, rank_cut(keys, run_off, 0), rank_cut(keys, run_off, 1))
-        records = gather(src, starts, sizes, rows, MEMMOVE)
+        records = gather_at(src.ctypes.data, starts, sizes, rows, MEMMOVE)
         _, csizes, usizes = sized_bgzf_blocks(records, level)
         tid, pos, end, bins, flag, vstart, vend = index_entries(records, csizes, usizes)
         spans = np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.uint16), np.zeros(1, dtype=np.uint16)
