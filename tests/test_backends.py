@@ -230,12 +230,14 @@ def test_the_resident_chains_pairs_are_candidate_pairs(monkeypatch, rng, threads
 
 
 @pytest.mark.parametrize("threads", [1, 3, 8])
-@pytest.mark.parametrize("kernel", ["_seed_block_kernel", "_seed_shared_kernel"])
+@pytest.mark.parametrize("kernel", ["_seed_block_kernel", "_seed_shared_kernel", "_seed_small_kernel"])
 def test_the_block_seeding_kernels_give_find_candidates_results(rng, world, threads, kernel):
     """resident_kernels' block seeding kernels (a block a read: seeds ranked by the block's threads,
     bins copied, runs merged and clusters voted by all of them; their hits in global or in shared
-    memory) against seed.find_candidates on the host: repeat reads, N, reads shorter than k, budgets
-    that bind or not, more reads than blocks."""
+    memory; or the small arrays' kernel first, the reads it spills, by hits or by seeds, then seeded
+    by the shared kernel) against seed.find_candidates on the host: repeat reads, N, reads shorter
+    than k, a read of more seeds than the small arrays hold, budgets that bind or not, more reads than
+    blocks."""
     from gpualign import seed
     _, genome, seqs, index = world
     batch, (names, reads, quals) = simulate_reads(rng, seqs, 12, length=int(rng.integers(20, 70)), sub=0.05,
@@ -247,11 +249,16 @@ def test_the_block_seeding_kernels_give_find_candidates_results(rng, world, thre
     names.append(b"short")
     reads.append(b"ACGTAC")   # shorter than k: no seed
     quals.append(b"IIIIII")
+    long_read = seqs[0][200:200 + 8 * launch.SMALL_SEEDS + 40]   # more seeds a strand than the small arrays hold
+    names.append(b"long")
+    reads.append(long_read.encode())
+    quals.append(b"I" * len(long_read))
     batch = derived(encode_reads(names, reads, quals, 8))
     n = len(batch)
     counts = rng.choice([0, 0, 1], size=n).astype(np.int64)
     picked = rng.permutation(n)[:n - 2].astype(np.int64)   # some reads not picked: their rows untouched
     seen_dropped = seen_many = False
+    spills = set()
     for hmax, mcand, max_occ in ((10, 1, 50), (256, 4, 50), (64, 3, 6)):
         stride = mcand + 1
         want_n = np.zeros(n, np.int64)
@@ -269,12 +276,27 @@ def test_the_block_seeding_kernels_give_find_candidates_results(rng, world, thre
         unseen = numba_cuda.to_device(np.full(n, -7, np.int64))
         blocks = 4
         hits = (numba_cuda.to_device(np.zeros(blocks * 2 * hmax, np.int64)),) if kernel == "_seed_block_kernel" else ()
-        getattr(resident_kernels, kernel)[blocks, threads](
-            numba_cuda.to_device(picked), numba_cuda.to_device(np.array([len(picked)], np.int64)),
-            batch.codes, batch.rc_codes, batch.read_off, 8, index.offsets, index.positions, max_occ, 3, *hits, hmax,
-            mcand, stride, 1, 5, numba_cuda.to_device(counts), 4, out["ncand"], out["keys"], out["votes"],
-            out["dropped"], unseen, out["kept"], out["per_read"], numba_cuda.to_device(np.zeros(1, np.int64)),
-            numba_cuda.to_device(np.zeros(1, np.int64)))
+        counts_on = numba_cuda.to_device(counts)
+
+        def seed_with(name, todo, ntodo, *more):
+            getattr(resident_kernels, name)[blocks, threads](
+                todo, ntodo, batch.codes, batch.rc_codes, batch.read_off, 8, index.offsets, index.positions, max_occ,
+                3, *hits, hmax, mcand, stride, 1, 5, counts_on, 4, out["ncand"], out["keys"], out["votes"],
+                out["dropped"], unseen, out["kept"], out["per_read"], numba_cuda.to_device(np.zeros(1, np.int64)),
+                numba_cuda.to_device(np.zeros(1, np.int64)), *more)
+
+        todo = (numba_cuda.to_device(picked), numba_cuda.to_device(np.array([len(picked)], np.int64)))
+        if kernel == "_seed_small_kernel":   # then the shared kernel on what it spilled
+            spilled = numba_cuda.to_device(np.full(n, -1, np.int64))
+            nspill = numba_cuda.to_device(np.zeros(1, np.int64))
+            seed_with(kernel, *todo, spilled, nspill)
+            spilled_reads = spilled.copy_to_host()[:nspill.copy_to_host()[0]]
+            assert sorted(spilled_reads) == sorted(set(spilled_reads)) and set(spilled_reads) <= set(picked)
+            assert (n - 1 in spilled_reads) == (n - 1 in picked)   # the long read, whatever its hits
+            spills.add(0 < len(spilled_reads) < len(picked) - (n - 1 in picked))   # each kernel seeded some
+            seed_with("_seed_shared_kernel", spilled, nspill)
+        else:
+            seed_with(kernel, *todo)
         got = {f: a.copy_to_host() for f, a in out.items()}
         assert np.array_equal(got["ncand"][picked], want_n[picked]), hmax
         assert np.array_equal(got["dropped"][picked], want_dropped[picked]), hmax
@@ -290,6 +312,7 @@ def test_the_block_seeding_kernels_give_find_candidates_results(rng, world, thre
         unpicked = np.setdiff1d(np.arange(n), picked)
         assert (got["ncand"][unpicked] == -7).all()
     assert seen_dropped and seen_many   # not a vacuous comparison: loci left out, several candidates kept
+    assert kernel != "_seed_small_kernel" or True in spills
 
 
 @pytest.mark.parametrize("threads", [1, 4, 32])

@@ -16,6 +16,11 @@ SEED_FIRST_BLOCKS = 4096
 # (on the H200, 16384 against 4096 took 9% off the E. coli and chrX reads' seeding: bench/seed_probe.py)
 SEED_SHARED_BLOCKS = 16384
 SHARED_MAX_HITS = 1024
+# ... but first, the reads with at most SMALL_HITS hits (and half the budget) and SMALL_SEEDS seeds a strand, in shared
+# arrays of 7.7 KB a block instead of 24.7 (resident_kernels._seed_small_kernel; compile-time: never patch them): most
+# reads, at about three times the blocks an SM; the rest then as above
+SMALL_HITS = 256
+SMALL_SEEDS = 64
 SCAN_THREADS = 1024   # a tile of an exclusive scan, a block (at most SCAN_SHARED; cuda.scan_on_device)
 SCAN_SHARED = 1024    # ... its shared slots, a thread each (cuda_kernels.d_tile_scan; compile-time: never patch it)
 WARP = 32             # threads a record of the GPU's FASTQ parse writes with (resident_kernels._write_records_kernel,

@@ -30,6 +30,7 @@ from ..reads import word_offsets
 from . import cuda as cu
 from . import gpu, launch
 
+LISTS = 5   # a batch's list counters: picked, re-seeded, open pairs, listed traces, spilled seedings
 RESEED_BLOCKS = 4096     # blocks of a re-seeding launch, each with its own scratch: about what the GPU holds at once
 K = gpu.Kernels("resident_kernels")   # the kernels (resident_kernels.py), as gpu.py hands them out
 
@@ -64,12 +65,13 @@ class BatchShape(NamedTuple):
 
 
 def _batch_on_device(reads):
-    """The batch's codes and, in one upload, its read offsets, word offsets, name hashes and four
-    zeroed list counters (picked, re-seeded, open pairs and listed traces); the derived arrays' buffers (the exact
-    kernel fills them), registered as the batch's so that later stages on this thread (cuda.py's) find them.
+    """The batch's codes and, in one upload, its read offsets, word offsets, name hashes and LISTS zeroed
+    list counters (picked, re-seeded, open pairs, listed traces, spilled seedings); the derived arrays'
+    buffers (the exact kernel fills them), registered as the batch's so that later stages on this thread
+    (cuda.py's) find them.
     A raw batch (fastq.RawReads) is parsed here (parse_on_device), or, where a record is not as that parse
-    takes it, on the host (its error, if it has one, raised). Returns (arrays, name hashes, the four
-    counters, BatchShape)."""
+    takes it, on the host (its error, if it has one, raised). Returns (arrays, name hashes, the
+    LISTS counters, BatchShape)."""
     if isinstance(reads, RawReads):
         on_device = parse_on_device(reads)
         if on_device is not None:
@@ -77,7 +79,7 @@ def _batch_on_device(reads):
         reads = reads.parsed()
     n = len(reads)
     word_off = word_offsets(reads.read_off)
-    ints = np.empty(3 * n + 6, dtype=np.int64)
+    ints = np.empty(3 * n + 2 + LISTS, dtype=np.int64)
     ints[:n + 1] = reads.read_off
     ints[n + 1:2 * n + 2] = word_off
     ints[2 * n + 2:3 * n + 2] = reads.name_hash
@@ -88,7 +90,7 @@ def _batch_on_device(reads):
               "word_off": on[n + 1:2 * n + 2], **cu._derived_buffers(n, bases, int(word_off[-1]))}
     cu._state().batch = arrays
     shape = BatchShape(n, int(reads.lengths.max(initial=1)), bases, int(reads.name_off[-1]))
-    return arrays, on[2 * n + 2:3 * n + 2], *(on[3 * n + 2 + c:3 * n + 3 + c] for c in range(4)), shape
+    return arrays, on[2 * n + 2:3 * n + 2], *(on[3 * n + 2 + c:3 * n + 3 + c] for c in range(LISTS)), shape
 
 
 NEWLINE_TILE = 256   # bytes of text a thread of the newline kernels scans
@@ -113,10 +115,10 @@ def parse_on_device(raw):
     cu._launch(K._newline_places_kernel, tiles, text, NEWLINE_TILE, starts, places)
     ints = cu._empty("parsed integers", 4 * n + 3, np.int64)
     read_off, word_off, name_off, name_hash = ints[:n + 1], ints[n + 1:2 * n + 2], ints[2 * n + 2:3 * n + 3], ints[3 * n + 3:]
-    counters = cu._upload("batch counters", np.zeros(6, dtype=np.int64))   # four list counters; bad records, longest
+    counters = cu._upload("batch counters", np.zeros(LISTS + 2, dtype=np.int64))   # the list counters; bad records, longest
     checked = cu._on_device(CHECKED)
     cu._launch(K._measure_records_kernel, n, text, places, checked, cu._on_device(WHITESPACE), read_off, word_off,
-               name_off, counters[4:])
+               name_off, counters[LISTS:])
     for offsets in (read_off, word_off, name_off):
         cu.scan_on_device(offsets, 1, n, offsets)
     bound = size // 2 + 1   # bases (and qualities) a text of `size` bytes can hold, as parse_records sizes them
@@ -124,7 +126,7 @@ def parse_on_device(raw):
     names = cu._empty("names", max(size, 1), np.uint8)
     cu._launch(K._write_records_kernel, launch.WARP * n, text, places, checked, read_off, name_off, codes, quals, names,
                name_hash)
-    shape, bases, words, name_bytes = cu._fetch(counters[4:], read_off[n:], word_off[n:], name_off[n:])
+    shape, bases, words, name_bytes = cu._fetch(counters[LISTS:], read_off[n:], word_off[n:], name_off[n:])
     if shape[0]:
         return None
     bases, words, name_bytes = int(bases[0]), int(words[0]), int(name_bytes[0])
@@ -132,7 +134,7 @@ def parse_on_device(raw):
               "names": names[:max(name_bytes, 1)], "name_off": name_off, "quals": quals[:max(bases, 1)],
               **cu._derived_buffers(n, bases, words)}
     cu._state().batch = arrays
-    return (arrays, name_hash, *(counters[c:c + 1] for c in range(4)),
+    return (arrays, name_hash, *(counters[c:c + 1] for c in range(LISTS)),
             BatchShape(n, max(int(shape[1]), 1), bases, name_bytes))
 
 
@@ -143,7 +145,7 @@ def _chain(reads, genome, index, p, single_end, rg=None):
     emax = p.max_exact
     widen = tn.reseed_hits > 0
     stride = p.max_candidates * (tn.reseed_candidates if widen else 1)   # candidate slots a read
-    arrays, name_hash, npicked, nredo, nopen, ntrace, shape = _batch_on_device(reads)
+    arrays, name_hash, npicked, nredo, nopen, ntrace, nspill, shape = _batch_on_device(reads)
     reads = arrays["reads"]   # a raw batch the host had to parse is Reads now
     codes, rc_codes, read_off = arrays["codes"], arrays["rc_codes"], arrays["read_off"]
     g = cu._genome_args(genome)
@@ -162,13 +164,19 @@ def _chain(reads, genome, index, p, single_end, rg=None):
     redo = cu._empty("redo", n if widen else 1, np.int64)
     seeding = (p.match, seed.edit_cost(p), d["counts"], tn.vote_fraction, d["ncand"], d["candidate keys"], d["votes"],
                d["dropped"], d["unseen"], d["kept"], d["per read"])
-    if _first_in_shared(p):   # a block a read, the block's hits in shared memory where they fit
+    # a block a read: first those with few hits, in small shared arrays; the rest (spilled) in full-size ones,
+    # their hits in shared memory where the budget fits it
+    spilled = cu._empty("spilled seedings", n, np.int64)
+    cu._launch_blocks(K._seed_small_kernel, min(n, launch.SEED_SHARED_BLOCKS), _voting(launch.SEED_FIRST_THREADS),
+                      d["picked"], npicked, codes, rc_codes, read_off, reads.k, *idx, index.max_occ, t, p.max_hits,
+                      p.max_candidates, stride, *seeding, redo, nredo, spilled, nspill)
+    if _first_in_shared(p):
         cu._launch_blocks(K._seed_shared_kernel, min(n, launch.SEED_SHARED_BLOCKS), _voting(launch.SEED_FIRST_THREADS),
-                          d["picked"], npicked, codes, rc_codes, read_off, reads.k, *idx, index.max_occ, t, p.max_hits,
+                          spilled, nspill, codes, rc_codes, read_off, reads.k, *idx, index.max_occ, t, p.max_hits,
                           p.max_candidates, stride, *seeding, redo, nredo)
     else:
         cu._launch_blocks(K._seed_block_kernel, min(n, launch.SEED_FIRST_BLOCKS), _voting(launch.SEED_FIRST_THREADS),
-                          d["picked"], npicked, codes, rc_codes, read_off, reads.k, *idx, index.max_occ, t, hits,
+                          spilled, nspill, codes, rc_codes, read_off, reads.k, *idx, index.max_occ, t, hits,
                           p.max_hits, p.max_candidates, stride, *seeding, redo, nredo)
     if widen:   # seed.reseed_incomplete's wider budgets, for the reads whose search was incomplete: few reads
         # with thousands of hits each, a block a read
@@ -293,14 +301,14 @@ def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
     bound = n * max(stride + 1, p.max_exact)
     words = n * -(-maxlen // 16)
     traced = n if single_end else 1
-    slots = {"batch integers": 8 * (3 * n + 6), "codes": n * maxlen, "rc_codes": n * maxlen,
+    slots = {"batch integers": 8 * (3 * n + 2 + LISTS), "codes": n * maxlen, "rc_codes": n * maxlen,
              "packed": 4 * words, "rc_packed": 4 * words, "hbin": 8 * n, "rc_hbin": 8 * n,
              "unseen": 8 * n, "exact keys": 8 * n * p.max_exact, "candidate keys": 8 * n * stride,
              "votes": 8 * n * stride, "redo": 8 * (n if widen else 1), "pair start": 8 * (n + 1),
              "pair read": 8 * bound, "pair key": 8 * bound, "extension": 8 * extend.EXT_COLUMNS * bound,
              "open pairs": 8 * bound, "no traceback": 1, "loci keep": bound,
              "hits": 8 * _hit_words(n, p), "scan tile sums": 8 * -(-n // launch.SCAN_THREADS)}
-    slots |= {f: 8 * n for f in ("counts", "ncand", "dropped", "kept", "per read", "picked")}
+    slots |= {f: 8 * n for f in ("counts", "ncand", "dropped", "kept", "per read", "picked", "spilled seedings")}
     slots |= {f"loci {f}": 8 * bound for f in ("eff", "raw", "loc", "end", "span")}
     slots |= {f"choice {f}": 8 * n for f in CHOICE}
     if widen:
@@ -318,7 +326,7 @@ def device_slots(n: int, maxlen: int, p, single_end: bool) -> dict:
         # a raw batch's text and what parse_on_device makes of it (a header taken as at most FASTQ_HEADER bytes)
         text = n * (2 * maxlen + 6 + FASTQ_HEADER)
         slots |= {"fastq text": text, "newline starts": 8 * (-(-text // NEWLINE_TILE) + 1), "newlines": 32 * n,
-                  "parsed integers": 8 * (4 * n + 3), "batch counters": 48,
+                  "parsed integers": 8 * (4 * n + 3), "batch counters": 8 * (LISTS + 2),
                   "scan tile sums": 8 * -(-max(n, -(-text // NEWLINE_TILE)) // launch.SCAN_THREADS)}
         for slot, size in (("codes", text // 2 + 1), ("quals", text // 2 + 1), ("names", text)):
             slots[slot] = max(slots[slot], size)

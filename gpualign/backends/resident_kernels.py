@@ -13,7 +13,7 @@ from numba import cuda
 from ..extend import NEG, TR_NOPS
 from . import cuda_kernels as ck
 from . import seed_block as sb
-from .launch import MAX_VOTE_THREADS, SHARED_MAX_HITS, WARP
+from .launch import MAX_VOTE_THREADS, SHARED_MAX_HITS, SMALL_HITS, SMALL_SEEDS, WARP
 from .seed_block import MAX_RUNS, MAX_SEEDS
 from .cuda_kernels import d_derive_read, d_exact_hits, d_fnv1a, d_open_trace, d_record_shape
 
@@ -22,7 +22,9 @@ d_unseen_score = ck._dev["unseen_score"]
 d_locus_scores = ck._dev["locus_scores"]
 d_choose_one = ck._dev["choose_one"]
 d_place_exact_copy = ck._dev["place_exact_copy"]
-SHARED_HIT_WORDS = 2 * SHARED_MAX_HITS   # a shared array's size must be a constant at compile time
+SHARED_HIT_WORDS = 2 * SHARED_MAX_HITS   # a shared array's size must be a constant at compile time (a global)
+SMALL_HIT_WORDS = 2 * SMALL_HITS
+SMALL_RUNS = 2 * SMALL_SEEDS
 
 
 @cuda.jit(cache=True)
@@ -65,25 +67,26 @@ def d_seeded(r, n, k, match, cost, nc, counts, vote_fraction, cand_votes, row, d
 
 @cuda.jit(device=True, **LINEINFO)
 def seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax,
-                        mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
-                        unseen, kept, per_read, redo, nredo):
+                        half, mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
+                        unseen, kept, per_read, redo, nredo, most, spill, nspill, kms, cnts, offs, order, runs, best):
     """seed.find_candidates for the picked reads, a block a read (seed_block.py): the block's threads
-    collect, sort and vote the read's hits into candidates in hits[hoff:hoff + 2 * hmax], read r's at
-    row r (`stride` slots a row, the first mcand used); then whether its search left out a well
-    supported locus (d_seeded; appended to `redo` where one is given) and how many candidate pairs it
-    has (seed.candidate_pairs)."""
-    kms = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
-    cnts = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
-    offs = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
-    order = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
-    runs = cuda.shared.array(MAX_RUNS, dtype=numba.int32)
+    collect, sort and vote the read's hits into candidates in hits[hoff:hoff + 2 * half] (two buffers of
+    `half` words, at most hmax hits), read r's at row r (`stride` slots a row, the first mcand used);
+    then whether its search left out a well supported locus (d_seeded; appended to `redo` where one is
+    given) and how many candidate pairs it has (seed.candidate_pairs). most >= 0: a read with more hits
+    than that, or more seeds a strand than kms holds, is appended to `spill` instead, untouched (a
+    kernel with smaller buffers seeds the rest). kms...best: the block's shared arrays (seed_block's)."""
     tally = cuda.shared.array(2, dtype=numba.int64)
-    best = cuda.shared.array(MAX_VOTE_THREADS, dtype=numba.int64)
     tid = cuda.threadIdx.x
     for i in range(cuda.blockIdx.x, npicked[0], cuda.gridDim.x):
         r = picked[i]
         qoff = read_off[r]
         n = read_off[r + 1] - qoff
+        if most >= 0 and ((n + k - 1) // k > kms.shape[0] or
+                          not sb.hits_within_block(codes, rc_codes, qoff, n, k, idx_off, max_occ, most, tally)):
+            if tid == 0:
+                spill[cuda.atomic.add(nspill, 0, 1)] = r
+            continue   # the whole block: hits_within_block told every thread the same
         row = r * stride
         if tid == 0:
             tally[0] = 0
@@ -96,8 +99,8 @@ def seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, 
         sb.collect_block(rc_codes, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff, hmax - tally[0], kms, cnts,
                          offs, order, runs, tally)
         nh = tally[0]
-        at = sb.sort_runs_block(hits, hoff, nh, hoff + hmax, runs, tally[1])
-        nc = sb.vote_block(hits, at, nh, t, hoff + hmax if at == hoff else hoff, best, cand_keys, cand_votes, row,
+        at = sb.sort_runs_block(hits, hoff, nh, hoff + half, runs, tally[1])
+        nc = sb.vote_block(hits, at, nh, t, hoff + half if at == hoff else hoff, best, cand_keys, cand_votes, row,
                            mcand, dropped, r)
         if tid == 0:
             ncand[r] = nc
@@ -106,13 +109,30 @@ def seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, 
         cuda.syncthreads()   # the scratch and shared arrays are the next read's
 
 
+@cuda.jit(device=True, **LINEINFO)
+def seed_reads_any_size(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax,
+                        mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
+                        unseen, kept, per_read, redo, nredo):
+    """seed_reads_by_block for every picked read, with shared arrays for the longest reads' seeds (one
+    a line: the simulator tells shared arrays apart by their line)."""
+    kms = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+    cnts = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+    offs = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+    order = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+    runs = cuda.shared.array(MAX_RUNS, dtype=numba.int32)
+    best = cuda.shared.array(MAX_VOTE_THREADS, dtype=numba.int64)
+    seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax,
+                        hmax, mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
+                        unseen, kept, per_read, redo, nredo, -1, redo, nredo, kms, cnts, offs, order, runs, best)
+
+
 @cuda.jit(cache=True, **LINEINFO)
 def _seed_block_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax,
                        mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
                        unseen, kept, per_read, redo, nredo):
     """seed_reads_by_block with each block's hit scratch in global memory (2 * hmax words a block): the
     re-seeding's wide budgets, and a first seeding whose budget shared memory cannot hold."""
-    seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits,
+    seed_reads_any_size(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits,
                         cuda.blockIdx.x * 2 * hmax, hmax, mcand, stride, match, cost, counts, vote_fraction, ncand,
                         cand_keys, cand_votes, dropped, unseen, kept, per_read, redo, nredo)
 
@@ -124,9 +144,31 @@ def _seed_shared_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, 
     """seed_reads_by_block with the block's hit scratch in shared memory, for hmax <= SHARED_MAX_HITS
     (the first seeding): the merges and the vote read shared memory instead of waiting on global."""
     hits = cuda.shared.array(SHARED_HIT_WORDS, dtype=numba.int64)
-    seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, 0, hmax,
+    seed_reads_any_size(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, 0, hmax,
                         mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
                         unseen, kept, per_read, redo, nredo)
+
+
+@cuda.jit(cache=True, **LINEINFO)
+def _seed_small_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hmax, mcand,
+                       stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, unseen,
+                       kept, per_read, redo, nredo, spill, nspill):
+    """The first seeding of the picked reads with at most min(SMALL_HITS, hmax // 2) hits and SMALL_SEEDS
+    seeds a strand (most reads), a block a read, in shared arrays a third the size of _seed_shared_kernel's:
+    about three times the blocks an SM, and the seeding is a wait on dependent integer instructions. The
+    candidates are the same as with the full-size arrays (every seed is taken either way); the other reads
+    go to `spill`, for _seed_shared_kernel or _seed_block_kernel."""
+    hits = cuda.shared.array(SMALL_HIT_WORDS, dtype=numba.int64)
+    kms = cuda.shared.array(SMALL_SEEDS, dtype=numba.int32)
+    cnts = cuda.shared.array(SMALL_SEEDS, dtype=numba.int32)
+    offs = cuda.shared.array(SMALL_SEEDS, dtype=numba.int32)
+    order = cuda.shared.array(SMALL_SEEDS, dtype=numba.int32)
+    runs = cuda.shared.array(SMALL_RUNS, dtype=numba.int32)
+    best = cuda.shared.array(SMALL_HITS, dtype=numba.int64)   # a slot a cluster: always ranked at once
+    seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, 0, hmax,
+                        SMALL_HITS, mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes,
+                        dropped, unseen, kept, per_read, redo, nredo, min(SMALL_HITS, hmax // 2), spill, nspill, kms,
+                        cnts, offs, order, runs, best)
 
 
 @cuda.jit(cache=True)

@@ -103,6 +103,38 @@ def collect_block(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, 
 
 
 @cuda.jit(device=True, **LINEINFO)
+def bin_size(q, qoff, o, k, idx_off, max_occ):
+    """Hits of the seed at read offset o as collect_block counts them: none for an N or a bin over max_occ."""
+    km = d_seed_kmer(q, qoff, o, k)
+    if km < 0:
+        return 0
+    cnt = idx_off[U(km + 1)] - idx_off[U(km)]
+    return cnt if cnt <= max_occ else 0
+
+
+@cuda.jit(device=True, **LINEINFO)
+def hits_within_block(q, rc, qoff, n, k, idx_off, max_occ, most, total):
+    """Whether a read's seeds of both strands have at most `most` hits in all (a bin over max_occ counts
+    none, as collect_block takes it), every thread told; total: a shared int64 slot. With most at most
+    half the budget, collect_block takes every seed of both strands, whatever the budget's size."""
+    tid = cuda.threadIdx.x
+    if tid == 0:
+        total[0] = 0
+    cuda.syncthreads()
+    nseeds = (n + k - 1) // k if n >= k else 0
+    mine = 0
+    for s in range(tid, nseeds, cuda.blockDim.x):
+        mine += bin_size(q, qoff, d_seed_offset(s, n, k), k, idx_off, max_occ)
+        mine += bin_size(rc, qoff, d_seed_offset(s, n, k), k, idx_off, max_occ)
+    if mine > 0:
+        cuda.atomic.add(total, 0, mine)
+    cuda.syncthreads()
+    within = total[0] <= most
+    cuda.syncthreads()   # every thread has read total before the next read zeroes it
+    return within
+
+
+@cuda.jit(device=True, **LINEINFO)
 def rank_sort_block(a, off, n, dst):
     """a[off:off+n] sorted into a[dst:dst+n]: each value written at its rank (the values below it, and
     the equal ones before it), a thread's values counted against all n; one wait. Equal values are
