@@ -36,8 +36,9 @@ def main(argv=None):
     ap.add_argument("reads")
     ap.add_argument("--reads", dest="n", type=int, default=200000, help="the batch: this many first records")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--kernels", default="seed_shared,seed_block,open_pairs,close_pairs,choose,close_traces",
-                    help="comma-separated substrings of the kernels' names, a column each")
+    ap.add_argument("--kernels",
+                    default="seed_,seed_small,seed_shared,seed_block,open_pairs,close_pairs,choose,close_traces",
+                    help="comma-separated substrings of the kernels' names, a column each (seed_: every seeding)")
     ap.add_argument("--save", help="write the default setting's BAM records (its last run) to this file, to compare")
     ap.add_argument("--set", action="append", default=[],
                     help="a setting to time: comma-separated NAME=VALUE of MapParams fields or launch constants")

@@ -76,28 +76,33 @@ def seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, 
     given) and how many candidate pairs it has (seed.candidate_pairs). most >= 0: a read with more hits
     than that, or more seeds a strand than kms holds, is appended to `spill` instead, untouched (a
     kernel with smaller buffers seeds the rest). kms...best: the block's shared arrays (seed_block's)."""
-    tally = cuda.shared.array(2, dtype=numba.int64)
+    tally = cuda.shared.array(3, dtype=numba.int64)
     tid = cuda.threadIdx.x
+    if tid == 0:
+        tally[2] = 0
     for i in range(cuda.blockIdx.x, npicked[0], cuda.gridDim.x):
         r = picked[i]
         qoff = read_off[r]
         n = read_off[r + 1] - qoff
-        if most >= 0 and ((n + k - 1) // k > kms.shape[0] or
-                          not sb.hits_within_block(codes, rc_codes, qoff, n, k, idx_off, max_occ, most, tally)):
-            if tid == 0:
-                spill[cuda.atomic.add(nspill, 0, 1)] = r
-            continue   # the whole block: hits_within_block told every thread the same
         row = r * stride
         if tid == 0:
             tally[0] = 0
             tally[1] = 0
+        cuda.syncthreads()
+        fits = most < 0 or (n + k - 1) // k <= kms.shape[0]
+        if fits:
+            fits = sb.collect_block(codes, qoff, n, k, 0, idx_off, idx_pos, max_occ, hits, hoff, hmax // 2, most, kms,
+                                    cnts, offs, order, runs, tally)
+        if fits:
+            fits = sb.collect_block(rc_codes, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff, hmax - tally[0],
+                                    most, kms, cnts, offs, order, runs, tally)
+        if not fits:   # the whole block: collect_block told every thread the same
+            if tid == 0:
+                spill[cuda.atomic.add(nspill, 0, 1)] = r
+            cuda.syncthreads()   # the shared arrays are the next read's
+            continue
         for c in range(tid, mcand, cuda.blockDim.x):   # unused vote slots read as 0
             cand_votes[row + c] = 0
-        cuda.syncthreads()
-        sb.collect_block(codes, qoff, n, k, 0, idx_off, idx_pos, max_occ, hits, hoff, hmax // 2, kms, cnts, offs,
-                         order, runs, tally)
-        sb.collect_block(rc_codes, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff, hmax - tally[0], kms, cnts,
-                         offs, order, runs, tally)
         nh = tally[0]
         at = sb.sort_runs_block(hits, hoff, nh, hoff + half, runs, tally[1])
         nc = sb.vote_block(hits, at, nh, t, hoff + half if at == hoff else hoff, best, cand_keys, cand_votes, row,

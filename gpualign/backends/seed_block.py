@@ -38,17 +38,20 @@ d_seed_offset = _dev["seed_offset"]
 
 
 @cuda.jit(device=True, **LINEINFO)
-def collect_block(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, budget, kms, cnts, offs, order, runs,
-                  tally):
+def collect_block(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, budget, most, kms, cnts, offs, order,
+                  runs, tally):
     """seed.collect_seed_hits for one strand by the block: hits appended at hits[hoff + tally[0]...],
     the start of each taken seed's run (relative to hoff) at runs[tally[1]...], both counts in tally
-    updated. The seeds taken are collect_seed_hits': in order of bin size, then offset, while the
-    hits fit `budget`, so a seed is taken when the hits of the seeds before it and its own fit (the
-    taken seeds are the first ranks). Then every thread copies its share of all the taken bins at once
-    (order: the seed of each rank), so the block waits on the bins' memory once, not once a seed."""
+    updated (tally[2]: scratch, 0 between calls). The seeds taken are collect_seed_hits': in order of
+    bin size, then offset, while the hits fit `budget`, so a seed is taken when the hits of the seeds
+    before it and its own fit (the taken seeds are the first ranks). Then every thread copies its share
+    of all the taken bins at once (order: the seed of each rank), so the block waits on the bins' memory
+    once, not once a seed. most >= 0: where the hits so far and all this strand's would be more than
+    `most`, nothing is copied and every thread returns False (else True)."""
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
     nseeds = (n + k - 1) // k if n >= k else 0
+    mine = 0
     for s in range(tid, nseeds, nt):
         km = d_seed_kmer(q, qoff, d_seed_offset(s, n, k), k)
         cnt = 0
@@ -58,9 +61,18 @@ def collect_block(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, 
                 cnt = 0
         kms[U(s)] = km
         cnts[U(s)] = cnt
+        mine += cnt
+    if most >= 0 and mine > 0:
+        cuda.atomic.add(tally, 2, mine)
     cuda.syncthreads()
     nh = tally[0]
     nruns = tally[1]
+    if most >= 0 and nh + tally[2] > most:
+        cuda.syncthreads()   # every thread has read tally before thread 0 zeroes it
+        if tid == 0:
+            tally[2] = 0
+        cuda.syncthreads()
+        return False
     for s in range(tid, nseeds, nt):
         cnt = cnts[U(s)]
         offs[U(s)] = -1
@@ -99,39 +111,9 @@ def collect_block(q, qoff, n, k, strand, idx_off, idx_pos, max_occ, hits, hoff, 
     if tid == 0:
         tally[0] = nh + added
         tally[1] = nruns + taken
+        tally[2] = 0
     cuda.syncthreads()
-
-
-@cuda.jit(device=True, **LINEINFO)
-def bin_size(q, qoff, o, k, idx_off, max_occ):
-    """Hits of the seed at read offset o as collect_block counts them: none for an N or a bin over max_occ."""
-    km = d_seed_kmer(q, qoff, o, k)
-    if km < 0:
-        return 0
-    cnt = idx_off[U(km + 1)] - idx_off[U(km)]
-    return cnt if cnt <= max_occ else 0
-
-
-@cuda.jit(device=True, **LINEINFO)
-def hits_within_block(q, rc, qoff, n, k, idx_off, max_occ, most, total):
-    """Whether a read's seeds of both strands have at most `most` hits in all (a bin over max_occ counts
-    none, as collect_block takes it), every thread told; total: a shared int64 slot. With most at most
-    half the budget, collect_block takes every seed of both strands, whatever the budget's size."""
-    tid = cuda.threadIdx.x
-    if tid == 0:
-        total[0] = 0
-    cuda.syncthreads()
-    nseeds = (n + k - 1) // k if n >= k else 0
-    mine = 0
-    for s in range(tid, nseeds, cuda.blockDim.x):
-        mine += bin_size(q, qoff, d_seed_offset(s, n, k), k, idx_off, max_occ)
-        mine += bin_size(rc, qoff, d_seed_offset(s, n, k), k, idx_off, max_occ)
-    if mine > 0:
-        cuda.atomic.add(total, 0, mine)
-    cuda.syncthreads()
-    within = total[0] <= most
-    cuda.syncthreads()   # every thread has read total before the next read zeroes it
-    return within
+    return True
 
 
 @cuda.jit(device=True, **LINEINFO)
