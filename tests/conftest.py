@@ -77,7 +77,7 @@ def pytest_runtest_makereport(item, call):
 # the simulator runs a Python thread a CUDA thread: launches patched this small take several blocks even on
 # tiny inputs, and run in seconds (never the compile-time sizes, launch.CLOSE_SHARED_THREADS and the like)
 SMALL_LAUNCHES = {"THREADS_PER_BLOCK": 4, "CLOSE_THREADS": 4, "CLOSE_BLOCKS": 2, "TRACE_BLOCKS": 2,
-                  "SEED_FIRST_THREADS": 4, "SEED_FIRST_BLOCKS": 3, "SEED_SHARED_BLOCKS": 3}
+                  "SEED_FIRST_THREADS": 4, "SEED_SPILL_THREADS": 3, "SEED_FIRST_BLOCKS": 3, "SEED_SHARED_BLOCKS": 3}
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world, 
     monkeypatch.setattr(launch, "SCAN_THREADS", 4)   # the resident chain's scans in several chunks
     monkeypatch.setattr(launch, "SEED_BLOCK_THREADS", 5)
     monkeypatch.setattr(launch, "SEED_FIRST_THREADS", 4)
+    monkeypatch.setattr(launch, "SEED_SPILL_THREADS", 5)   # the spilled reads' blocks of another size
     monkeypatch.setattr(launch, "SEED_FIRST_BLOCKS", 3)   # a block seeds several reads in turn
     monkeypatch.setattr(launch, "SEED_SHARED_BLOCKS", 3)
     p = MapParams(max_indels=3, min_score=15, **budget)  # short noisy reads
@@ -63,6 +64,7 @@ def test_batches_in_flight_on_streams_give_the_cpu_records_in_order(monkeypatch,
     monkeypatch.setattr(resident, "RESEED_BLOCKS", 2)   # a block re-seeds several reads
     monkeypatch.setattr(launch, "SEED_BLOCK_THREADS", 3)
     monkeypatch.setattr(launch, "SEED_FIRST_THREADS", 2)
+    monkeypatch.setattr(launch, "SEED_SPILL_THREADS", 3)
     monkeypatch.setattr(launch, "SCAN_THREADS", 8)
     p = MapParams(max_indels=3, min_score=15, max_candidates=2, max_hits=24, batch_size=6)
     records = {}
@@ -647,6 +649,7 @@ def test_raw_batches_parsed_on_the_gpu_map_to_the_cpus_records(monkeypatch, worl
     monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
     monkeypatch.setattr(launch, "SEED_BLOCK_THREADS", 3)   # the simulator runs a Python thread a CUDA thread
     monkeypatch.setattr(launch, "SEED_FIRST_THREADS", 2)
+    monkeypatch.setattr(launch, "SEED_SPILL_THREADS", 3)
     monkeypatch.setattr(launch, "SCAN_THREADS", 8)
     monkeypatch.setattr(fastq, "READ_BLOCK", 1000)   # batches that span two decoded blocks: given in pieces
     p = MapParams(max_indels=3, min_score=15, max_candidates=2, max_hits=24, batch_size=8)

@@ -171,11 +171,11 @@ def _chain(reads, genome, index, p, single_end, rg=None):
                       d["picked"], npicked, codes, rc_codes, read_off, reads.k, *idx, index.max_occ, t, p.max_hits,
                       p.max_candidates, stride, *seeding, redo, nredo, spilled, nspill)
     if _first_in_shared(p):
-        cu._launch_blocks(K._seed_shared_kernel, min(n, launch.SEED_SHARED_BLOCKS), _voting(launch.SEED_FIRST_THREADS),
+        cu._launch_blocks(K._seed_shared_kernel, min(n, launch.SEED_SHARED_BLOCKS), _voting(launch.SEED_SPILL_THREADS),
                           spilled, nspill, codes, rc_codes, read_off, reads.k, *idx, index.max_occ, t, p.max_hits,
                           p.max_candidates, stride, *seeding, redo, nredo)
     else:
-        cu._launch_blocks(K._seed_block_kernel, min(n, launch.SEED_FIRST_BLOCKS), _voting(launch.SEED_FIRST_THREADS),
+        cu._launch_blocks(K._seed_block_kernel, min(n, launch.SEED_FIRST_BLOCKS), _voting(launch.SEED_SPILL_THREADS),
                           spilled, nspill, codes, rc_codes, read_off, reads.k, *idx, index.max_occ, t, hits,
                           p.max_hits, p.max_candidates, stride, *seeding, redo, nredo)
     if widen:   # seed.reseed_incomplete's wider budgets, for the reads whose search was incomplete: few reads
