@@ -115,7 +115,7 @@ def parse_on_device(raw):
     cu._launch(K._newline_places_kernel, tiles, text, NEWLINE_TILE, starts, places)
     ints = cu._empty("parsed integers", 4 * n + 3, np.int64)
     read_off, word_off, name_off, name_hash = ints[:n + 1], ints[n + 1:2 * n + 2], ints[2 * n + 2:3 * n + 3], ints[3 * n + 3:]
-    counters = cu._upload("batch counters", np.zeros(LISTS + 2, dtype=np.int64))   # the list counters; bad records, longest
+    counters = cu._upload("batch counters", np.zeros(LISTS + 2, dtype=np.int64))   # the lists'; bad records, longest
     checked = cu._on_device(CHECKED)
     cu._launch(K._measure_records_kernel, n, text, places, checked, cu._on_device(WHITESPACE), read_off, word_off,
                name_off, counters[LISTS:])

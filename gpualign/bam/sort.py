@@ -295,9 +295,10 @@ class SortedBam(RecordSink):
         """A slice's keys, record starts (addresses, or offsets in the run file) and sizes in key order
         (stable), the order, its duplicate-marking fields (None without), and its records where they
         are held (None where they went to the run file); held while they fit hold_bytes, else written
-        to the run file as they are, from this worker, at a place reserved for them: moving the bytes would cost more here, while
-        mapping goes on, than gathering them later, and written by the thread that hands the slices
-        out (1.4 ms a slice on the GPU host) they held back the next batch's slices, and the tail."""
+        to the run file as they are, from this worker, at a place reserved for them: moving the bytes
+        would cost more here, while mapping goes on, than gathering them later, and written by the
+        thread that hands the slices out (1.4 ms a slice on the GPU host) they held back the next
+        batch's slices, and the tail."""
         with trace.span("sort batch records"):
             keys, starts, sizes, order = key_order(offsets, keys)
             spans = spans_in_order(buf, offsets, order) if self.index_path else None
