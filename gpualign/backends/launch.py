@@ -21,7 +21,10 @@ SHARED_MAX_HITS = 1024
 # reads, at about three times the blocks an SM; the rest then as above
 SMALL_HITS = 256
 SMALL_SEEDS = 64
-SEED_SPILL_THREADS = 32   # threads a read for the reads it spills (hundreds of hits each: more work to share)
+# threads a read for the reads it spills (hundreds of hits each: more work to share); on the H200, one batch alone
+# (bench/gpu_seed_probe.sh), 64 against 32 took the chrX reads' spilled seeding 3.26 -> 3.02 ms, E. coli's 0.145 ->
+# 0.093; 128 was slower on chrX (3.47)
+SEED_SPILL_THREADS = 64
 SCAN_THREADS = 1024   # a tile of an exclusive scan, a block (at most SCAN_SHARED; cuda.scan_on_device)
 SCAN_SHARED = 1024    # ... its shared slots, a thread each (cuda_kernels.d_tile_scan; compile-time: never patch it)
 WARP = 32             # threads a record of the GPU's FASTQ parse writes with (resident_kernels._write_records_kernel,
