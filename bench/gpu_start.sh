@@ -6,7 +6,8 @@
 #   run(command="SETS=ecoli_se ... bash bench/gpu_real.sh; bash bench/gpu_start.sh", carry=[...as gpu_real.sh])
 # Prints each wall; $OUT/start.txt.
 set -uo pipefail
-source bench/device_env.sh 2> /dev/null || exit 1
+export WHL=${WHL:-.whlreal}
+source bench/device_env.sh 2> /dev/null || { echo "device_env.sh failed"; exit 1; }
 G=${SET_DIR:-/tmp/gpualign_real/ecoli}; N=${START_READS:-200000}; T=${THREADS:-$(nproc)}
 fq=$(ls $G/mason_se_n*_*.fq.gz 2> /dev/null | head -n 1)
 bwt=$(ls $G/idx/bwa*/*.bwt $G/idx/*/*.bwt 2> /dev/null | grep -v bwa-mem2 | head -n 1)
