@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Whether fresh memory is what slows a run on the lent GPU machine (a VM whose freed pages go back to its host, so
-# that a page a process touches first can cost 10-20 times a recycled one): bench/mem_probe.py first, on the VM's
-# own fresh memory, then each set in SETS mapped RUNS times, alternating: as it comes, and straight after a process
-# has touched and freed TOUCH_GIB [8] GiB on 16 threads (recycled pages at hand). Traced as gpu_trace.sh does.
+# Whether fresh memory is what slows a run on the lent GPU machine (a VM may give freed pages back to its host, so
+# that a page a process touches first costs more than a recycled one: 2-3x there, 10-20x on the development VM,
+# 2026-11-30): bench/mem_probe.py first, on the VM's own fresh memory, then each set in SETS mapped RUNS times,
+# alternating: as it comes, and straight after a process has touched and freed TOUCH_GIB [8] GiB on 16 threads
+# (recycled pages at hand). Traced as gpu_trace.sh does.
 #   run(command="SETS=chrX_se CHRX_READS=2000000 K_CHRX=12 RUNS=3 bash bench/gpu_fresh.sh",
 #       carry=[".whlreal", ".peer", ".sim", ".data"])
 # $OUT gets mem_probe.txt, fresh.tar.gz (trace_<set><i>[t].tsv, log_*, walls.txt).

@@ -12,14 +12,16 @@ G=${SET_DIR:-/tmp/gpualign_real/ecoli}; N=${START_READS:-200000}; T=${THREADS:-$
 fq=$(ls $G/mason_se_n*_*.fq.gz 2> /dev/null | head -n 1)
 bwt=$(ls $G/idx/bwa*/*.bwt $G/idx/*/*.bwt 2> /dev/null | grep -v bwa-mem2 | head -n 1)
 idx=$(ls -d $G/idx/gpualign_k${K:-12} 2> /dev/null)
-[ -n "$fq" ] && [ -n "$bwt" ] && [ -n "$idx" ] || { echo "missing reads, bwa or gpualign index in $G"; ls -R $G | head; exit 1; }
+[ -n "$fq" ] && [ -n "$bwt" ] && [ -n "$idx" ] || {
+  echo "missing reads, bwa or gpualign index in $G"; ls -R $G | head; exit 1; }
 zcat "$fq" | head -n $((4 * N)) | gzip -1 > /tmp/start.fq.gz
 wall() { local s=$(date +%s.%N); "$@"; local e=$(date +%s.%N); python3 -c "print(round($e - $s, 2))"; }
 {
   echo "$N reads of $fq, $T threads; gpualign index $idx/ref, bwa index ${bwt%.bwt}"
   for i in $(seq ${RUNS:-3}); do
     rm -f /tmp/start.bam /tmp/start.bam.bai
-    echo "gpualign $(wall python3 -m gpualign map $idx/ref /tmp/start.fq.gz -o /tmp/start.bam -t $T --backend cuda 2> /tmp/start.log) s"
+    echo "gpualign $(wall python3 -m gpualign map $idx/ref /tmp/start.fq.gz -o /tmp/start.bam -t $T --backend cuda \
+      2> /tmp/start.log) s"
     echo "bwa mem $(wall sh -c "bwa mem -t $T ${bwt%.bwt} /tmp/start.fq.gz > /dev/null 2> /tmp/start_bwa.log") s"
   done
   tail -n 1 /tmp/start.log

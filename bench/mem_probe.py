@@ -1,7 +1,9 @@
 """What fresh memory costs on this machine: first touch of new pages against a second touch, one thread and
 several, and the mapper's copy-back pattern (a page-locked-sized block copied into new memory, freed, again).
-Prints GB/s for each; also the kernel's transparent huge page settings. argv: GiB to touch, the threads of the first touch. Run it twice to see whether memory a
-finished process gave back is fresh again to the next one (a VM that returns freed pages to its host)."""
+Prints GB/s for each; also the kernel's transparent huge page settings. argv: GiB to touch, the threads of the
+first touch. Run it twice to see whether memory a finished process gave back is fresh again to the next one (a
+VM that returns freed pages to its host). Seen 2026-11-30: first touch 0.4-0.9 GB/s on the 2-core development VM
+(13-37 GB/s recycled), 3.4-6.5 GB/s on the GPU machine (9.6-11.2 GB/s a second touch), BENCHMARKS.md."""
 import sys
 import threading
 import time
