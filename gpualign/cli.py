@@ -283,6 +283,7 @@ def main(argv=None, tuning: Tuning = TUNING) -> int:
     """Run one command; returns the exit status. tuning: the method's constants (benchmarks vary them)."""
     if argv is None:   # the command's own process (a caller in Python started long before): its start traced
         trace.since_process_start("start: Python and the command line")
+        trace.start_gil_probe()
     argv = sys.argv[1:] if argv is None else list(argv)
     args = get_argument_parser().parse_args(argv)
     log = lambda msg: print(f"[gpualign {args.command}] {msg}", file=sys.stderr, flush=True)  # noqa: E731

@@ -24,6 +24,8 @@ import time
 
 import numpy as np
 
+from . import trace
+
 _lib = None
 _held = None   # the same library through ctypes.PyDLL: its calls keep the GIL (_quick_call)
 _ctx = None
@@ -39,7 +41,20 @@ class DriverError(RuntimeError):
 
 
 def _call(name, *args):
+    """A driver call that may wait (a synchronize, an allocation, a copy of pageable memory), made without the
+    GIL. With a trace on it is a step of its own ("driver NAME"), so that a mapping thread's waits on the driver
+    stand apart on the timeline from the time it spends taking the GIL back."""
+    if trace.enabled():
+        with trace.span(f"driver {name}"):
+            return _check(name, getattr(_lib, name)(*args))
     _check(name, getattr(_lib, name)(*args))
+
+
+def _release(name, handle):
+    """A release from a destructor (cuMemFree_v2, cuMemFreeHost: each waits for the whole device), traced as
+    _call; its result is not checked (at the process's end the driver frees everything anyway)."""
+    with trace.span(f"driver {name}"):
+        getattr(_lib, name)(handle)
 
 
 def _quick_call(name, *args):
@@ -130,7 +145,7 @@ class _Allocation:
     def __del__(self):
         try:
             _bind()
-            _lib.cuMemFree_v2(ctypes.c_uint64(self.ptr))
+            _release("cuMemFree_v2", ctypes.c_uint64(self.ptr))
         except Exception:   # the process is ending: the driver frees everything anyway
             pass
 
@@ -255,7 +270,7 @@ class _PinnedBuffer:
     def __del__(self):
         try:
             _bind()
-            _lib.cuMemFreeHost(_c_ptr(self.address))
+            _release("cuMemFreeHost", _c_ptr(self.address))
         except Exception:
             pass
 

@@ -3,7 +3,9 @@ its thread spent in it, written as TSV when the environment variable GPUALIGN_TR
 (bench/timeline.py reads it and says what the wall clock waited on and where the CPU went); below the
 steps, the CPU seconds of every thread of the process still running, named or not (numba's parallel
 workers, a decoder's own threads), and the process's user and system seconds. Off, a step costs one
-dictionary lookup."""
+dictionary lookup. With GPUALIGN_TRACE_GIL=1 as well, a probe thread sleeps a millisecond at a time and records
+each wake-up that came later than GIL_LATE as "GIL wait (probe)": how long a thread that lets go of the GIL (a
+driver call, a copy, a sleep) waited to run Python again, at each moment of the run."""
 
 import contextlib
 import os
@@ -29,6 +31,33 @@ def span(step: str):
         yield
     finally:
         record(step, start, time.perf_counter(), cpu=time.thread_time() - cpu)
+
+
+GIL_PROBE_SLEEP = 0.001   # seconds the probe sleeps between wake-ups
+GIL_LATE = 0.002          # a wake-up this much later than asked is recorded
+
+
+def start_gil_probe():
+    """With GPUALIGN_TRACE and GPUALIGN_TRACE_GIL set, start the probe (a daemon thread "GIL probe") once."""
+    if enabled() and os.environ.get("GPUALIGN_TRACE_GIL") and not _probing:
+        _probing.append(threading.Thread(target=_probe_gil, name="GIL probe", daemon=True))
+        _probing[0].start()
+
+
+_probing = []
+
+
+def _probe_gil(rounds: int | None = None):
+    """Sleep GIL_PROBE_SLEEP at a time, recording each late wake-up (its lateness as the step), `rounds`
+    times (None: until the process ends)."""
+    done = 0
+    while rounds is None or done < rounds:
+        asked = time.perf_counter() + GIL_PROBE_SLEEP
+        time.sleep(GIL_PROBE_SLEEP)
+        now = time.perf_counter()
+        if now - asked > GIL_LATE:
+            record("GIL wait (probe)", asked, now, cpu=0.0)
+        done += 1
 
 
 def record(step: str, start: float, end: float, thread: str | None = None, cpu: float | None = None):

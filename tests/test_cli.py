@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import pysam
 import pytest
@@ -13,6 +14,7 @@ import pytest
 import gpualign
 from gpualign.bam import bgzf
 
+from gpualign import trace
 from gpualign.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -321,6 +323,38 @@ def test_trace_is_a_timeline_of_the_run_that_timeline_reads(prefix, tmp_path, mo
     table = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "timeline.py"), str(path)],
                            capture_output=True, text=True, check=True).stdout
     assert "| extension |" in table and table.startswith("wall ") and "CPU of the process:" in table
+
+
+def test_the_gil_probe_records_the_wake_ups_a_busy_python_thread_delays(monkeypatch):
+    """GPUALIGN_TRACE_GIL: the probe's sleeps end late while another thread runs Python (it gives the GIL up
+    only at the switch interval), and those wake-ups are steps on the probe's thread; without the variable
+    no probe starts."""
+    monkeypatch.setenv("GPUALIGN_TRACE", "unused.tsv")   # written only by trace.write
+    monkeypatch.delenv("GPUALIGN_TRACE_GIL", raising=False)
+    monkeypatch.setattr(trace, "_events", [])
+    monkeypatch.setattr(trace, "_probing", [])
+    trace.start_gil_probe()
+    assert trace._probing == []
+    stop = threading.Event()
+
+    def run_python():   # never sleeps, never lets go of the GIL on its own
+        while not stop.is_set():
+            pass
+
+    busy = threading.Thread(target=run_python)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.005)
+    try:
+        busy.start()
+        trace._probe_gil(rounds=20)
+    finally:
+        stop.set()
+        busy.join()
+        sys.setswitchinterval(interval)
+    late = [(thread, step, end - start) for thread, step, start, end, _ in trace._events]
+    assert len(late) >= 10
+    assert all(step == "GIL wait (probe)" and thread == threading.current_thread().name and wait > trace.GIL_LATE
+               for thread, step, wait in late)
 
 
 def test_index_refuses_a_prefix_that_would_overwrite_its_reference(tmp_path):

@@ -4,6 +4,7 @@ device arrays' slices, views and reshapes. The launches themselves are checked o
 through the driver equal numba.cuda's and the CPU backend's (BENCHMARKS.md)."""
 
 import ctypes
+import threading
 
 import numba
 import numpy as np
@@ -80,3 +81,33 @@ def test_async_copies_of_page_locked_memory_keep_the_gil():
     assert cuda_driver._async_call(pinned[1]) is cuda_driver._quick_call
     assert cuda_driver._async_call(np.zeros(6, dtype=np.int64)) is cuda_driver._call
     assert cuda_driver._async_call(np.frombuffer((ctypes.c_uint8 * 8)(), dtype=np.uint8)) is cuda_driver._call
+
+
+class _Library:
+    """The driver's calls as ctypes would make them, each returning the code it is given (0: success)."""
+
+    def __init__(self, codes):
+        self.codes, self.calls = codes, []
+
+    def __getattr__(self, name):
+        return lambda *args: (self.calls.append(name), self.codes.get(name, 0))[1]
+
+
+def test_a_trace_shows_each_driver_wait_as_a_step_of_its_own(monkeypatch):
+    """With GPUALIGN_TRACE, a call that may wait (_call) and a release (_release) are steps named after the
+    driver function, on the calling thread; a failed call still raises; without a trace nothing is recorded."""
+    lib = _Library({"cuStreamSynchronize": 700, "cuGetErrorName": 0})
+    monkeypatch.setattr(cuda_driver, "_lib", lib)
+    monkeypatch.setattr(cuda_driver.trace, "_events", [])
+    monkeypatch.delenv("GPUALIGN_TRACE", raising=False)
+    cuda_driver._call("cuMemAlloc_v2", 1, 2)
+    assert cuda_driver.trace._events == [] and lib.calls == ["cuMemAlloc_v2"]
+    monkeypatch.setenv("GPUALIGN_TRACE", "unused.tsv")   # written only by trace.write
+    cuda_driver._call("cuMemAlloc_v2", 1, 2)
+    cuda_driver._release("cuMemFreeHost", 3)
+    with pytest.raises(cuda_driver.DriverError, match="cuStreamSynchronize"):
+        cuda_driver._call("cuStreamSynchronize", 4)
+    steps = [(thread, step) for thread, step, start, end, cpu in cuda_driver.trace._events]
+    me = threading.current_thread().name
+    assert steps == [(me, "driver cuMemAlloc_v2"), (me, "driver cuMemFreeHost"), (me, "driver cuStreamSynchronize")]
+    assert all(start <= end for _, _, start, end, _ in cuda_driver.trace._events)
