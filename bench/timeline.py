@@ -7,6 +7,10 @@ unnamed ones: numba's parallel workers, decoders' and drivers' own threads) and 
 ended; and the wall split into tenths with the busiest steps of each, to see which stage runs alone.
 
     GPUALIGN_TRACE=t.tsv gpualign map IDX R.fq.gz -o out.bam -t 16 ; python bench/timeline.py t.tsv
+
+With GPUALIGN_TRACE_GIL=1 too, the step "GIL wait (probe)" (thread "GIL probe") covers the moments when a thread
+that let go of the GIL waited more than 2 ms to run Python again (gpualign/trace.py); on a GPU, "driver NAME" steps
+are the driver's calls that may wait (cuda_driver._call).
 """
 import argparse
 import collections
