@@ -44,10 +44,8 @@ def _call(name, *args):
     """A driver call that may wait (a synchronize, an allocation, a copy of pageable memory), made without the
     GIL. With a trace on it is a step of its own ("driver NAME"), so that a mapping thread's waits on the driver
     stand apart on the timeline from the time it spends taking the GIL back."""
-    if trace.enabled():
-        with trace.span(f"driver {name}"):
-            return _check(name, getattr(_lib, name)(*args))
-    _check(name, getattr(_lib, name)(*args))
+    with trace.span(f"driver {name}"):   # records nothing with the trace off
+        _check(name, getattr(_lib, name)(*args))
 
 
 def _release(name, handle):
