@@ -318,12 +318,14 @@ def test_the_block_seeding_kernels_give_find_candidates_results(rng, world, thre
 
 
 @pytest.mark.parametrize("threads", [1, 4, 32])
-def test_the_block_sort_of_a_reads_runs_is_a_sort(rng, threads):
-    """seed_block.sort_runs_block (ranked at most RANK_SORT_SHARE values a thread, else merge passes of
-    pairs of runs, each thread a share of each merge) against numpy's sort, on fresh random ascending
-    runs as a read's seeds give them: one to many runs, short and long ones, equal values within and
-    across runs, in either half of the scratch."""
+@pytest.mark.parametrize("sorter", ["sort_runs_block", "sort_runs_pass_block"])
+def test_the_block_sort_of_a_reads_runs_is_a_sort(rng, threads, sorter):
+    """seed_block's sorts of a read's runs (ranked at most RANK_SORT_SHARE values a thread, else merge passes
+    of pairs of runs: each thread a share of each merge, or of the whole pass, crossing pairs) against
+    numpy's sort, on fresh random ascending runs as a read's seeds give them: one to many runs, short and
+    long ones, equal values within and across runs, in either half of the scratch."""
     from gpualign.backends import seed_block as sb
+    sort_runs = getattr(sb, sorter)
 
     @numba_cuda.jit
     def sort(a, off, n, scratch, starts, nruns, at):
@@ -331,7 +333,7 @@ def test_the_block_sort_of_a_reads_runs_is_a_sort(rng, threads):
         for x in range(numba_cuda.threadIdx.x, nruns, numba_cuda.blockDim.x):
             runs[x] = starts[x]
         numba_cuda.syncthreads()
-        got = sb.sort_runs_block(a, off, n, scratch, runs, nruns)
+        got = sort_runs(a, off, n, scratch, runs, nruns)
         if numba_cuda.threadIdx.x == 0:
             at[0] = got
 
@@ -356,32 +358,43 @@ def test_the_block_sort_of_a_reads_runs_is_a_sort(rng, threads):
     assert merged and (ranked or threads == 1)
 
 
+@pytest.mark.parametrize("voter", ["vote_block", "vote_block_counted"])
 @pytest.mark.parametrize("slots", [launch.MAX_VOTE_THREADS, 32])
 @pytest.mark.parametrize("threads", [1, 4, 32])
-def test_the_block_vote_gives_the_clusters_of_a_serial_walk(rng, threads, slots):
-    """seed_block.vote_block (segments between gaps over t cut into clusters by threads of their own,
-    then ranked where they fit the shared slots, else the best taken a round by a block-wide maximum)
-    against naive.vote, a serial walk, on fresh random sorted hits: dense stretches that split into
-    several clusters, equal hits, ties of votes, more or fewer clusters than kept or than the slots
+def test_the_block_vote_gives_the_clusters_of_a_serial_walk(rng, threads, slots, voter):
+    """seed_block's votes (segments between gaps over t cut into clusters by threads of their own; then
+    vote_block ranks them where they fit the shared slots, else takes the best a round by a block-wide
+    maximum; vote_block_counted ranks a few, or the best found from the clusters counted by votes, else as
+    vote_block) against naive.vote, a serial walk, on fresh random sorted hits: dense stretches that split
+    into several clusters, equal hits, ties of votes, more or fewer clusters than kept or than the slots
     hold, none at all."""
     from gpualign.backends import seed_block as sb
+    vote_hits = getattr(sb, voter)
 
     @numba_cuda.jit
     def vote(a, at, nh, t, fo, cand_keys, cand_votes, max_cand, dropped, ncand):
         best = numba_cuda.shared.array(slots, dtype=np.int64)
-        nc = sb.vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, 0, max_cand, dropped, 0)
+        nc = vote_hits(a, at, nh, t, fo, best, cand_keys, cand_votes, 0, max_cand, dropped, 0)
         ncand[numba_cuda.threadIdx.x] = nc
 
-    ranked = rounds = False
-    for rep in range(12):
-        nh = int(rng.integers(0, 60)) if rep else 60
+    ways = set()
+    ties = False
+    for rep in range(16):
+        many = rep % 4 == 3   # more hits than the slots hold
+        nh = int(rng.integers(slots + 10, slots + 60) if many else rng.integers(0, 60)) if rep else 60
+        nh = 2 if rep == 1 else nh   # at most two clusters: ranked at once by every vote and block
         t = int(rng.integers(0, 6))
-        dense = 0.5 if rep else 0.0   # the first: every hit a cluster of its own, more than 32
+        dense = (0.1 if many else 0.5) if rep else 0.0   # the first: every hit a cluster of its own, more than 32
         gaps = np.where(rng.random(nh) < dense, rng.integers(0, t + 2, nh), rng.integers(t + 1, 40, nh))
-        hits = np.cumsum(gaps).astype(np.int64) + 1000
         max_cand = int(rng.integers(0, 6))
-        at, fo = (0, 64) if rng.random() < 0.5 else (64, 0)   # sorted run in either half, as sort_runs_block leaves it
-        a = np.full(128, -9, np.int64)
+        if rep == 7:   # more clusters than the slots, the best with more votes than the counts tell: the rounds
+            sizes = rng.permutation([sb.VOTE_BINS - 1] * (max_cand + 1) + [1] * (slots + 10))
+            nh = int(sizes.sum())
+            gaps = np.concatenate([[int(rng.integers(t + 1, 40))] + [0] * (size - 1) for size in sizes])
+        hits = np.cumsum(gaps).astype(np.int64) + 1000
+        half = nh + 64 if many or rep == 7 else 64
+        at, fo = (0, half) if rng.random() < 0.5 else (half, 0)   # sorted run in either half, as the sorts leave it
+        a = np.full(2 * half, -9, np.int64)
         a[at:at + nh] = hits
         keys, votes = np.full(max(max_cand, 1), -7, np.int64), np.zeros(max(max_cand, 1), np.int64)
         dropped, ncand = np.full(1, -7, np.int64), np.full(threads, -7, np.int64)
@@ -391,10 +404,16 @@ def test_the_block_vote_gives_the_clusters_of_a_serial_walk(rng, threads, slots)
         assert list(zip(keys[:len(want)].tolist(), votes[:len(want)].tolist())) == want
         assert dropped[0] == want_dropped
         assert a[at:at + nh].tolist() == hits.tolist()   # the sorted hits are left as they were
-        clusters = len(naive.vote(hits.tolist(), t, nh + 1)[0])
-        ranked |= clusters <= slots
-        rounds |= clusters > slots
-    assert ranked and (rounds or slots > 60)   # both ways taken where the hits can have more clusters than slots
+        every = sorted((v for _, v in naive.vote(hits.tolist(), t, nh + 1)[0]), reverse=True)
+        threshold = every[max_cand] if max_cand < len(every) else 0   # the best left out's votes
+        counted = voter == "vote_block_counted" and 0 < threshold < sb.VOTE_BINS - 1 and max_cand < slots
+        few = len(every) <= slots and (voter == "vote_block" or len(every) <= 2 * threads or not counted)
+        ways.add("all ranked" if few else "the best ranked" if counted else "rounds")
+        ties |= counted and every.count(threshold) > every.index(threshold) + 1 - max_cand   # some ties left out
+    if voter == "vote_block":
+        assert ways == {"all ranked", "rounds"}, ways
+    else:
+        assert ways == {"all ranked", "the best ranked", "rounds"} and ties, ways
 
 
 @pytest.mark.parametrize("fails", ["warm_up", "record_slices"])

@@ -226,6 +226,21 @@ def test_a_slices_order_is_a_stable_sort_of_its_keys(rng, monkeypatch):
     assert (sizes == 5).all()
 
 
+@pytest.mark.parametrize("threads", [1, 3, 16])
+def test_the_slices_arrays_joined_on_threads_are_their_concatenation(rng, threads):
+    """join_slices (the tail's keys, starts, sizes and spans, copied by groups of slices on threads) against
+    np.concatenate, on fresh random slices: empty ones among them, fewer slices than threads, one."""
+    for nslices in (1, 2, 40):
+        lengths = rng.integers(0, 3 if nslices == 2 else 500, nslices)
+        columns = [[rng.integers(-1 << 40, 1 << 40, m).astype(dtype) for m in lengths]
+                   for dtype in (np.int64, np.int64, np.int32, np.int32, np.uint16, np.uint16)]
+        joined = sort.join_slices(columns, threads)
+        assert len(joined) == len(columns)
+        for got, column in zip(joined, columns):
+            want = np.concatenate(column)
+            assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
 @pytest.mark.parametrize("kind", ["none", "unplaced only", "one contig"])
 def test_edge_inputs_give_a_valid_sorted_indexed_bam(tmp_path, rng, kind):
     header = make_header()

@@ -65,81 +65,102 @@ def d_seeded(r, n, k, match, cost, nc, counts, vote_fraction, cand_votes, row, d
     per_read[r] = kept[r] + (1 if counts[r] == 1 else 0)
 
 
-@cuda.jit(device=True, **LINEINFO)
-def seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax,
-                        half, mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
-                        unseen, kept, per_read, redo, nredo, most, spill, nspill, kms, cnts, offs, order, runs, best):
-    """seed.find_candidates for the picked reads, a block a read (seed_block.py): the block's threads
-    collect, sort and vote the read's hits into candidates in hits[hoff:hoff + 2 * half] (two buffers of
-    `half` words, at most hmax hits), read r's at row r (`stride` slots a row, the first mcand used);
-    then whether its search left out a well supported locus (d_seeded; appended to `redo` where one is
-    given) and how many candidate pairs it has (seed.candidate_pairs). most >= 0: a read with more hits
-    than that, or more seeds a strand than kms holds, is appended to `spill` instead, untouched (a
-    kernel with smaller buffers seeds the rest). kms...best: the block's shared arrays (seed_block's)."""
-    tally = cuda.shared.array(3, dtype=numba.int64)
-    tid = cuda.threadIdx.x
-    if tid == 0:
-        tally[2] = 0
-    for i in range(cuda.blockIdx.x, npicked[0], cuda.gridDim.x):
-        r = picked[i]
-        qoff = read_off[r]
-        n = read_off[r + 1] - qoff
-        row = r * stride
+def block_seeder(sort_runs, vote):
+    """seed.find_candidates for the picked reads, a block a read (seed_block.py), as a device function whose
+    hits are sorted by sort_runs and voted by vote (seed_block's: the first seeding's sort_runs_block and
+    vote_block, or the re-seeding's sort_runs_pass_block and vote_block_counted). Its arguments: (picked,
+    npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax, half, mcand, stride,
+    match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, unseen, kept, per_read, redo,
+    nredo, most, spill, nspill, kms, cnts, offs, order, runs, best).
+
+    The block's threads collect, sort and vote the read's hits into candidates in hits[hoff:hoff + 2 * half]
+    (two buffers of `half` words, at most hmax hits), read r's at row r (`stride` slots a row, the first mcand
+    used); then whether its search left out a well supported locus (d_seeded; appended to `redo` where one is
+    given) and how many candidate pairs it has (seed.candidate_pairs). most >= 0: a read with more hits than
+    that, or more seeds a strand than kms holds, is appended to `spill` instead, untouched (a kernel with
+    smaller buffers seeds the rest). kms...best: the block's shared arrays (seed_block's)."""
+    @cuda.jit(device=True, **LINEINFO)
+    def seed_reads(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax,
+                   half, mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
+                   unseen, kept, per_read, redo, nredo, most, spill, nspill, kms, cnts, offs, order, runs, best):
+        tally = cuda.shared.array(3, dtype=numba.int64)
+        tid = cuda.threadIdx.x
         if tid == 0:
-            tally[0] = 0
-            tally[1] = 0
-        cuda.syncthreads()
-        fits = most < 0 or (n + k - 1) // k <= kms.shape[0]
-        if fits:
-            fits = sb.collect_block(codes, qoff, n, k, 0, idx_off, idx_pos, max_occ, hits, hoff, hmax // 2, most, kms,
-                                    cnts, offs, order, runs, tally)
-        if fits:
-            fits = sb.collect_block(rc_codes, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff, hmax - tally[0],
-                                    most, kms, cnts, offs, order, runs, tally)
-        if not fits:   # the whole block: collect_block told every thread the same
+            tally[2] = 0
+        for i in range(cuda.blockIdx.x, npicked[0], cuda.gridDim.x):
+            r = picked[i]
+            qoff = read_off[r]
+            n = read_off[r + 1] - qoff
+            row = r * stride
             if tid == 0:
-                spill[cuda.atomic.add(nspill, 0, 1)] = r
-            cuda.syncthreads()   # the shared arrays are the next read's
-            continue
-        for c in range(tid, mcand, cuda.blockDim.x):   # unused vote slots read as 0
-            cand_votes[row + c] = 0
-        nh = tally[0]
-        at = sb.sort_runs_block(hits, hoff, nh, hoff + half, runs, tally[1])
-        nc = sb.vote_block(hits, at, nh, t, hoff + half if at == hoff else hoff, best, cand_keys, cand_votes, row,
-                           mcand, dropped, r)
-        if tid == 0:
-            ncand[r] = nc
-            d_seeded(r, n, k, match, cost, nc, counts, vote_fraction, cand_votes, row, dropped, unseen, kept, per_read,
-                     redo, nredo)
-        cuda.syncthreads()   # the scratch and shared arrays are the next read's
+                tally[0] = 0
+                tally[1] = 0
+            cuda.syncthreads()
+            fits = most < 0 or (n + k - 1) // k <= kms.shape[0]
+            if fits:
+                fits = sb.collect_block(codes, qoff, n, k, 0, idx_off, idx_pos, max_occ, hits, hoff, hmax // 2, most,
+                                        kms, cnts, offs, order, runs, tally)
+            if fits:
+                fits = sb.collect_block(rc_codes, qoff, n, k, 1, idx_off, idx_pos, max_occ, hits, hoff,
+                                        hmax - tally[0], most, kms, cnts, offs, order, runs, tally)
+            if not fits:   # the whole block: collect_block told every thread the same
+                if tid == 0:
+                    spill[cuda.atomic.add(nspill, 0, 1)] = r
+                cuda.syncthreads()   # the shared arrays are the next read's
+                continue
+            for c in range(tid, mcand, cuda.blockDim.x):   # unused vote slots read as 0
+                cand_votes[row + c] = 0
+            nh = tally[0]
+            at = sort_runs(hits, hoff, nh, hoff + half, runs, tally[1])
+            nc = vote(hits, at, nh, t, hoff + half if at == hoff else hoff, best, cand_keys, cand_votes, row, mcand,
+                      dropped, r)
+            if tid == 0:
+                ncand[r] = nc
+                d_seeded(r, n, k, match, cost, nc, counts, vote_fraction, cand_votes, row, dropped, unseen, kept,
+                         per_read, redo, nredo)
+            cuda.syncthreads()   # the scratch and shared arrays are the next read's
+    return seed_reads
 
 
-@cuda.jit(device=True, **LINEINFO)
-def seed_reads_any_size(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax,
-                        mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
-                        unseen, kept, per_read, redo, nredo):
-    """seed_reads_by_block for every picked read, with shared arrays for the longest reads' seeds (one
-    a line: the simulator tells shared arrays apart by their line)."""
-    kms = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
-    cnts = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
-    offs = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
-    order = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
-    runs = cuda.shared.array(MAX_RUNS, dtype=numba.int32)
-    best = cuda.shared.array(MAX_VOTE_THREADS, dtype=numba.int64)
-    seed_reads_by_block(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax,
-                        hmax, mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
-                        unseen, kept, per_read, redo, nredo, -1, redo, nredo, kms, cnts, offs, order, runs, best)
+def any_size_seeder(seed_reads):
+    """seed_reads (a block_seeder's) for every picked read, with shared arrays for the longest reads' seeds
+    (one a line: the simulator tells shared arrays apart by their line), as a device function (picked,
+    npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax, mcand, stride,
+    match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped, unseen, kept, per_read, redo,
+    nredo)."""
+    @cuda.jit(device=True, **LINEINFO)
+    def seed_any_size(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax,
+                      mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
+                      unseen, kept, per_read, redo, nredo):
+        kms = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+        cnts = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+        offs = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+        order = cuda.shared.array(MAX_SEEDS, dtype=numba.int32)
+        runs = cuda.shared.array(MAX_RUNS, dtype=numba.int32)
+        best = cuda.shared.array(MAX_VOTE_THREADS, dtype=numba.int64)
+        seed_reads(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hoff, hmax,
+                   hmax, mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
+                   unseen, kept, per_read, redo, nredo, -1, redo, nredo, kms, cnts, offs, order, runs, best)
+    return seed_any_size
+
+
+seed_reads_by_block = block_seeder(sb.sort_runs_block, sb.vote_block)   # the first seeding's
+seed_reads_any_size = any_size_seeder(seed_reads_by_block)
+# the re-seeding's reads (thousands of hits, hundreds of clusters): a pass of merges at a time, and only their
+# best clusters ranked (seed_block.sort_runs_pass_block, vote_block_counted)
+seed_wide_reads_any_size = any_size_seeder(block_seeder(sb.sort_runs_pass_block, sb.vote_block_counted))
 
 
 @cuda.jit(cache=True, **LINEINFO)
 def _seed_block_kernel(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits, hmax,
                        mcand, stride, match, cost, counts, vote_fraction, ncand, cand_keys, cand_votes, dropped,
                        unseen, kept, per_read, redo, nredo):
-    """seed_reads_by_block with each block's hit scratch in global memory (2 * hmax words a block): the
-    re-seeding's wide budgets, and a first seeding whose budget shared memory cannot hold."""
-    seed_reads_any_size(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits,
-                        cuda.blockIdx.x * 2 * hmax, hmax, mcand, stride, match, cost, counts, vote_fraction, ncand,
-                        cand_keys, cand_votes, dropped, unseen, kept, per_read, redo, nredo)
+    """The seeding of the picked reads with each block's hit scratch in global memory (2 * hmax words a
+    block): the re-seeding's wide budgets (seed_wide_reads_any_size), and a first seeding whose budget
+    shared memory cannot hold."""
+    seed_wide_reads_any_size(picked, npicked, codes, rc_codes, read_off, k, idx_off, idx_pos, max_occ, t, hits,
+                             cuda.blockIdx.x * 2 * hmax, hmax, mcand, stride, match, cost, counts, vote_fraction,
+                             ncand, cand_keys, cand_votes, dropped, unseen, kept, per_read, redo, nredo)
 
 
 @cuda.jit(cache=True, **LINEINFO)

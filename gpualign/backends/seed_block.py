@@ -8,7 +8,9 @@ own (seed.py is the reference; tests compare the two). Most reads have few hits 
 are sorted and chosen by rank instead (rank_sort_block, rank_clusters), without the merges' and the
 vote rounds' fixed cost, which made a read of a few dozen hits cost about 100 k GPU cycles. The hits
 live in shared memory for the first seeding's budget (resident_kernels._seed_shared_kernel) and in
-global memory for the re-seeding's wider ones.
+global memory for the re-seeding's wider ones, whose reads (thousands of hits, hundreds of clusters) are
+sorted a whole pass of merges at a time (sort_runs_pass_block) and voted from their best clusters alone
+(vote_block_counted).
 
 Device functions only: resident_kernels.py's seeding kernels call them with the block's shared
 arrays (sized by MAX_SEEDS).
@@ -28,6 +30,7 @@ from .cuda_kernels import _dev
 MAX_RUNS = 2 * MAX_SEEDS   # ascending runs of hits, a taken seed each
 RANK_SORT_SHARE = 2        # hits a thread up to which sorting them by rank beats merge passes
 VOTE_SHIFT = 1 << 32       # vote_block's key: votes * VOTE_SHIFT + (VOTE_SHIFT - 1 - first hit)
+VOTE_BINS = 16             # vote_block_counted's counts of clusters by votes: 1 to VOTE_BINS - 2, VOTE_BINS - 1 or more
 PAST_RUN = np.iinfo(np.int64).max   # merge_block's value past a run's end: above every hit (a diagonal)
 # Array offsets in the loops below are unsigned (U): numba wraps a signed index around (a compare, a select
 # and an add in 64 bits each access), and the first seeding's profile was three quarters integer arithmetic.
@@ -151,13 +154,18 @@ def merge_path(a, ao, na, bo, nb, d):
 @cuda.jit(device=True, **LINEINFO)
 def merge_block(a, ao, na, bo, nb, out):
     """Merge the ascending a[ao:ao+na] and a[bo:bo+nb] into a[out:out+na+nb], each thread of the
-    block a contiguous share of the output, found by merge_path."""
-    tid = cuda.threadIdx.x
+    block a contiguous share of the output (merge_share)."""
     nt = cuda.blockDim.x
     total = na + nb
     share = (total + nt - 1) // nt
-    d = min(tid * share, total)
-    end = min(d + share, total)
+    d = min(cuda.threadIdx.x * share, total)
+    merge_share(a, ao, na, bo, nb, out, d, min(d + share, total))
+
+
+@cuda.jit(device=True, **LINEINFO)
+def merge_share(a, ao, na, bo, nb, out, d, end):
+    """Slots d to end of the merge of the ascending a[ao:ao+na] and a[bo:bo+nb] written at a[out + d...],
+    from where merge_path puts slot d."""
     i = merge_path(a, ao, na, bo, nb, d)
     one = U(1)   # unsigned from here on (U)
     ua, ub, uo, una, unb = U(ao), U(bo), U(out), U(na), U(nb)
@@ -178,28 +186,80 @@ def merge_block(a, ao, na, bo, nb, out):
 
 
 @cuda.jit(device=True, **LINEINFO)
-def sort_runs_block(a, off, n, scratch, runs, nruns):
-    """seed.merge_sort_runs by the block, given where the ascending runs of a[off:off+n] start
-    (runs[:nruns], relative to off, ascending): pairs of neighbouring runs merged, pass by pass,
-    between a[off...] and a[scratch...]; returns the offset holding the sorted values. At most
-    RANK_SORT_SHARE values a thread are ranked instead (rank_sort_block): most reads' hits, whose
-    merge passes cost a merge path search and a division a run pair, whatever the pair's length."""
-    if nruns > 1 and n <= RANK_SORT_SHARE * cuda.blockDim.x:
-        rank_sort_block(a, off, n, scratch)
-        return scratch
-    src = off
-    dst = scratch
-    width = 1
-    while width < nruns:
-        for p in range(0, nruns, 2 * width):
-            a0 = runs[p]
-            b0 = runs[p + width] if p + width < nruns else n
-            b1 = runs[p + 2 * width] if p + 2 * width < nruns else n
-            merge_block(a, src + a0, b0 - a0, src + b0, b1 - b0, dst + a0)
-        cuda.syncthreads()
-        src, dst = dst, src
-        width *= 2
-    return src
+def pair_of(runs, nruns, width, d):
+    """The first run of the pair (runs 2 * width apart) whose merged output holds slot d of a pass:
+    the last such run starting at or before d."""
+    lo = 0
+    hi = (nruns - 1) // (2 * width)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if runs[mid * 2 * width] <= d:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo * 2 * width
+
+
+@cuda.jit(device=True, **LINEINFO)
+def merge_pass(a, src, dst, n, runs, nruns, width):
+    """One pass of sort_runs_pass_block: each pair of neighbouring merged runs (width runs each) of
+    a[src:src+n] merged into a[dst:dst+n]. Each thread writes a contiguous share of the whole pass's
+    output, crossing from pair to pair where its share does (a search or two a pass, however many
+    pairs: a pair at a time, every thread takes a share of each, a search and a wait a pair)."""
+    nt = cuda.blockDim.x
+    share = (n + nt - 1) // nt
+    d = min(cuda.threadIdx.x * share, n)
+    end = min(d + share, n)
+    while d < end:
+        p = pair_of(runs, nruns, width, d)
+        a0 = runs[p]
+        b0 = runs[p + width] if p + width < nruns else n
+        b1 = runs[p + 2 * width] if p + 2 * width < nruns else n
+        stop = min(end, b1)
+        merge_share(a, src + a0, b0 - a0, src + b0, b1 - b0, dst + a0, d - a0, stop - a0)
+        d = stop
+
+
+@cuda.jit(device=True, **LINEINFO)
+def merge_pairs(a, src, dst, n, runs, nruns, width):
+    """One pass of sort_runs_block: each pair of neighbouring merged runs (width runs each) of a[src:src+n]
+    merged into a[dst:dst+n] by merge_block, every thread a share of each pair's merge."""
+    for p in range(0, nruns, 2 * width):
+        a0 = runs[p]
+        b0 = runs[p + width] if p + width < nruns else n
+        b1 = runs[p + 2 * width] if p + 2 * width < nruns else n
+        merge_block(a, src + a0, b0 - a0, src + b0, b1 - b0, dst + a0)
+
+
+def runs_sorter(merge_all):
+    """seed.merge_sort_runs by the block, each pass of merges made by merge_all (merge_pairs or merge_pass),
+    as a device function (a, off, n, scratch, runs, nruns): given where the ascending runs of a[off:off+n]
+    start (runs[:nruns], relative to off, ascending), pairs of neighbouring runs merged, pass by pass,
+    between a[off...] and a[scratch...]; it returns the offset holding the sorted values. At most
+    RANK_SORT_SHARE values a thread are ranked instead (rank_sort_block): most reads' hits, whose merge
+    passes cost a merge path search and a division a run pair, whatever the pair's length."""
+    @cuda.jit(device=True, **LINEINFO)
+    def sort_runs(a, off, n, scratch, runs, nruns):
+        if nruns > 1 and n <= RANK_SORT_SHARE * cuda.blockDim.x:
+            rank_sort_block(a, off, n, scratch)
+            return scratch
+        src = off
+        dst = scratch
+        width = 1
+        while width < nruns:
+            merge_all(a, src, dst, n, runs, nruns, width)
+            cuda.syncthreads()
+            src, dst = dst, src
+            width *= 2
+        return src
+    return sort_runs
+
+
+sort_runs_block = runs_sorter(merge_pairs)   # the first seeding's reads
+# the re-seeding's (many runs and hits): a pass's threads' shares cross the pairs. On the H200 the re-seeding's
+# kernel took 2.12 against 3.40 ms a chrX batch with this and vote_block_counted; the first seeding's kernels were
+# slower with them (fourteenth session), so they keep sort_runs_block and vote_block
+sort_runs_pass_block = runs_sorter(merge_pass)
 
 
 @cuda.jit(device=True, **LINEINFO)
@@ -207,13 +267,58 @@ def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dr
     """seed.vote_clusters of the sorted a[at:at + nh] by the block; every thread returns the number of
     candidates. a[fo:fo + nh] is scratch (the sort's other buffer); best: a shared slot a thread.
 
+    The clusters are cut by walk_clusters. Where they fit `best`, each is ranked at once (rank_clusters):
+    most reads have a few, and a ranking stops early for all but the best. Else the best max_cand are
+    taken one a round (best_by_rounds)."""
+    nclusters = walk_clusters(a, at, nh, t, fo, best)
+    if nclusters <= best.shape[0]:
+        return rank_clusters(a, at, best, nclusters, cand_keys, cand_votes, coff, max_cand, dropped, di)
+    return best_by_rounds(a, at, nh, fo, best, cand_keys, cand_votes, coff, max_cand, dropped, di)
+
+
+@cuda.jit(device=True, **LINEINFO)
+def vote_block_counted(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dropped, di):
+    """vote_block for reads with many clusters (the re-seeding's: a repeat's read has hundreds, most of a
+    hit), where a ranking's every key would read all the others: a few clusters (two a thread at most) are
+    ranked at once; of more, only the best max_cand + 1 (best_by_threshold): those of more votes than the
+    (max_cand + 1)th best has, found from the clusters counted by votes, and the earliest of its votes.
+    Where the counts do not tell (that cluster has VOTE_BINS - 1 votes or more), all are ranked where they
+    fit `best`, else taken a round at a time (best_by_rounds)."""
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    by_votes = cuda.shared.array(VOTE_BINS, dtype=np.int32)   # clusters of v votes at [v], the last bin v or more
+    slots = cuda.shared.array(1, dtype=np.int64)   # best_by_threshold's count of the keys it gathers
+    for v in range(tid, VOTE_BINS, nt):
+        by_votes[v] = 0
+    if tid == 0:
+        slots[0] = 0
+    nclusters = walk_clusters(a, at, nh, t, fo, best)   # it waits for the block before and after
+    fits = best.shape[0]
+    if nclusters <= fits and nclusters <= 2 * nt:
+        return rank_clusters(a, at, best, nclusters, cand_keys, cand_votes, coff, max_cand, dropped, di)
+    for j in range(tid, nh, nt):   # counted only here: most reads have a few clusters
+        if a[fo + j] > 0:
+            cuda.atomic.add(by_votes, min(a[fo + j], VOTE_BINS - 1), 1)
+    cuda.syncthreads()
+    votes, above = vote_threshold(by_votes, max_cand)
+    counted = 0 < votes < VOTE_BINS - 1 and max_cand + 1 <= fits
+    if counted:
+        return best_by_threshold(a, at, nh, fo, votes, max_cand + 1 - above, slots, best, cand_keys, cand_votes,
+                                 coff, max_cand, dropped, di)
+    if nclusters <= fits:
+        return rank_clusters(a, at, best, nclusters, cand_keys, cand_votes, coff, max_cand, dropped, di)
+    return best_by_rounds(a, at, nh, fo, best, cand_keys, cand_votes, coff, max_cand, dropped, di)
+
+
+@cuda.jit(device=True, **LINEINFO)
+def walk_clusters(a, at, nh, t, fo, best):
+    """The clusters of the sorted a[at:at + nh] (seed.vote_clusters'), their votes written at each one's
+    first hit in a[fo:fo + nh] (0 elsewhere) and their keys (votes, earliest first: votes * VOTE_SHIFT +
+    (VOTE_SHIFT - 1 - first hit)) in best[:n] where they fit; returns their number n to every thread.
+
     A gap of more than t between neighbouring hits always starts a cluster, so the segments between
     such gaps are cut into clusters independently: a thread walks each segment it starts (most hold
-    one hit), writing each cluster's votes at its first hit. The best max_cand clusters are then
-    taken one a round by a block-wide maximum of (votes, earliest first), vote_clusters' order, and
-    one more round gives the votes of the best left out. Where the clusters fit `best`, each is
-    ranked at once instead (rank_clusters): most reads have a few, and a ranking stops early for all
-    but the best."""
+    one hit)."""
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
     clusters = cuda.shared.array(1, dtype=np.int64)
@@ -239,9 +344,17 @@ def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dr
                     break
                 s = e
     cuda.syncthreads()
-    nclusters = clusters[0]
-    if nclusters <= fits:
-        return rank_clusters(a, at, best, nclusters, cand_keys, cand_votes, coff, max_cand, dropped, di)
+    return clusters[0]
+
+
+@cuda.jit(device=True, **LINEINFO)
+def best_by_rounds(a, at, nh, fo, best, cand_keys, cand_votes, coff, max_cand, dropped, di):
+    """vote_block's outcome from walk_clusters' votes in a[fo:fo + nh], the best max_cand clusters taken one
+    a round by a block-wide maximum of (votes, earliest first), vote_clusters' order, and one more round for
+    the votes of the best left out; best: a shared slot a thread."""
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    ufo = U(fo)
     nc = 0
     lost = 0
     for rnd in range(max_cand + 1):
@@ -276,6 +389,52 @@ def vote_block(a, at, nh, t, fo, best, cand_keys, cand_votes, coff, max_cand, dr
     if tid == 0:
         dropped[di] = lost
     return nc
+
+
+@cuda.jit(device=True, **LINEINFO)
+def vote_threshold(by_votes, max_cand):
+    """The votes of the (max_cand + 1)th best cluster, from the clusters counted by votes, and how many
+    clusters have more; 0 votes where there are not that many clusters, VOTE_BINS - 1 where the last
+    bin (that many votes or more) holds it."""
+    above = 0
+    for v in range(VOTE_BINS - 1, 0, -1):
+        if above + by_votes[v] >= max_cand + 1:
+            return v, above
+        above += by_votes[v]
+    return 0, above
+
+
+@cuda.jit(device=True, **LINEINFO)
+def best_by_threshold(a, at, nh, fo, votes, needed, slots, keys, cand_keys, cand_votes, coff, max_cand, dropped,
+                      di):
+    """vote_block's outcome from its best max_cand + 1 clusters alone: every cluster of more than
+    `votes` votes, and the `needed` earliest of exactly `votes` (vote_threshold's), gathered into keys
+    and ranked by rank_clusters. Every key above one of them is one of them, so their ranks among
+    them are their ranks among all. a[fo + j] holds the votes of the cluster starting at hit j (0
+    elsewhere); slots: a shared count, 0 on entry."""
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    for j in range(tid, nh, nt):
+        v = a[fo + j]
+        if v > votes:
+            keys[cuda.atomic.add(slots, 0, 1)] = v * VOTE_SHIFT + (VOTE_SHIFT - 1 - j)
+    taken = 0   # clusters of `votes` votes passed, the same in every thread (a block-wide count a chunk)
+    c0 = 0
+    while taken < needed and c0 < nh:   # a chunk of nt hits at a time, earliest first
+        j = c0 + tid
+        tie = np.int32(0)   # syncthreads_count takes an integer (the GPU's compiler has no bool form)
+        if j < nh and a[fo + j] == votes:
+            tie = np.int32(1)
+            before = taken   # the chunk's ties before this one, and the earlier chunks'
+            for i in range(c0, j):
+                if a[fo + i] == votes:
+                    before += 1
+            if before < needed:
+                keys[cuda.atomic.add(slots, 0, 1)] = votes * VOTE_SHIFT + (VOTE_SHIFT - 1 - j)
+        taken += cuda.syncthreads_count(tie)
+        c0 += nt
+    cuda.syncthreads()   # the keys are all written (where no chunk's count waited)
+    return rank_clusters(a, at, keys, slots[0], cand_keys, cand_votes, coff, max_cand, dropped, di)
 
 
 @cuda.jit(device=True, **LINEINFO)

@@ -357,13 +357,16 @@ class SortedBam(RecordSink):
 
     def write_sorted(self):
         """The sorted BAM (write_runs); returns the records' index entries."""
-        keys, starts, sizes = (np.concatenate(a) if a else np.zeros(0, dtype=np.int64)
-                               for a in (self.keys, self.starts, self.sizes))
+        if self.keys:
+            columns = [self.keys, self.starts, self.sizes] + ([list(c) for c in zip(*self.spans)] if self.index_path
+                                                                  else [])
+            with trace.span("join the slices' arrays"):
+                keys, starts, sizes, *spans = join_slices(columns, self.threads)
+        else:
+            keys, starts, sizes = (np.zeros(0, dtype=np.int64) for _ in range(3))
+            spans = [np.zeros(0, dtype=t) for t in (np.int32, np.uint16, np.uint16)]
         run_off = np.cumsum([0] + [len(k) for k in self.keys], dtype=np.int64)
-        spans = None   # kept only with an index
-        if self.index_path:
-            spans = (tuple(np.concatenate(column) for column in zip(*self.spans)) if self.spans
-                     else tuple(np.zeros(0, dtype=t) for t in (np.int32, np.uint16, np.uint16)))
+        spans = tuple(spans) if self.index_path else None   # kept only with an index
         self.keys = self.starts = self.sizes = self.spans = None
         dup_row = self.duplicates(run_off) if self.markdup else None
         if self.written:   # the run file's slices: their offsets become addresses too
@@ -408,6 +411,25 @@ class SortedBam(RecordSink):
         self.held_slices = None
         self.close_run()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def join_slices(columns, threads: int) -> list:
+    """[np.concatenate(column) for column in columns], each column a list of the slices' arrays (slice j
+    the same rows long in every column), the copies made by groups of slices on `threads` threads (numpy's
+    copies let go of the GIL): on one thread the 10 M E. coli reads' 280 MB of keys, starts, sizes and
+    spans took the sorted tail's first 0.1 s on the GPU host, before any part could start."""
+    rows = np.cumsum([0] + [len(a) for a in columns[0]], dtype=np.int64)
+    outs = [np.empty(int(rows[-1]), dtype=np.result_type(*column)) for column in columns]
+
+    def copy(group):
+        for j in group:
+            for out, column in zip(outs, columns):
+                out[rows[j]:rows[j + 1]] = column[j]
+
+    groups = np.array_split(np.arange(len(columns[0])), max(1, min(threads, len(columns[0]))))
+    with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="join slices") as pool:
+        list(pool.map(copy, groups))
+    return outs
 
 
 def write_at(fd, data, at):
