@@ -27,6 +27,7 @@ from ..batches import fragments_per_batch
 from ..md import md_bound
 from ..reads import word_offsets
 from ..seed import scratch_words
+from ..seqio import RAMP_STEPS
 from ..cuda_driver import submitted_at
 from . import gpu, launch
 from ..extend import EXT_COLUMNS, RESCUE_COLUMNS, TR_COLUMNS, TR_NOPS
@@ -110,16 +111,18 @@ def read_at(fd: int, out: np.ndarray, offset: int, name: str):
         done += got
 
 
-_local = threading.local()   # per mapping thread: stream, pinned staging buffers, current batch
+_local = threading.local()   # per mapping thread: stream, kept buffers, current batch
 
 
 def _state():
     """This thread's stream, kept buffers and current batch, made on first use."""
     if not hasattr(_local, "stream"):
         _local.stream = gpu.api().stream()
-        _local.pinned = {}    # slot -> page-locked host buffer (uploads, copies back)
-        _local.device = {}    # slot -> device buffer
+        _local.pinned = Arena(_pinned_chunk)    # slot -> page-locked host buffer (uploads, copies back)
+        _local.device = Arena(_device_chunk)    # slot -> device buffer
         _local.batch = {}
+        _local.planned_reads = 0   # reads of the batches this thread is sized for (sized_for)
+        _local.scale = 1           # ... over the current batch's: page-locked buffers are made that much larger
         _local.kernels = []   # (name, start event, end event) of launches not on the timeline yet
         if trace.enabled():
             _gpu_reference()
@@ -131,6 +134,8 @@ def _stream():
 
 
 MIN_BUFFER = 1 << 16   # bytes: the smallest kept buffer
+ALIGN = 256            # bytes: where a kept buffer starts in its arena's memory (every dtype's alignment)
+MIN_CHUNK = 4 << 20    # bytes: the least an arena allocates beyond its plan
 
 
 def kept_bytes(nbytes: int) -> int:
@@ -138,23 +143,120 @@ def kept_bytes(nbytes: int) -> int:
     return max(nbytes, MIN_BUFFER) * 5 // 4
 
 
-def _kept(buffers, slot, shape, dtype, allocate):
-    """An array of shape and dtype carved from the uint8 buffer kept for `slot`, which is kept from
-    batch to batch and grown by a quarter when too small: a batch allocates and frees nothing on the
-    GPU or in page-locked memory, whose allocation and release are slow (and a release waits for the
-    whole device). The carved arrays are kept too (batches mostly have one size), so a batch does
-    not pay Python for them again."""
-    shape = tuple(int(x) for x in shape) if isinstance(shape, tuple) else (int(shape),)
-    dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape)) * dtype.itemsize
-    buf, views = buffers.get(slot, (None, None))
-    if buf is None or buf.nbytes < nbytes:
-        buf, views = allocate(kept_bytes(nbytes)), {}
-        buffers[slot] = (buf, views)
-    view = views.get((shape, dtype))
-    if view is None:
-        view = views[(shape, dtype)] = buf[:nbytes].view(dtype).reshape(shape)
-    return view
+def carved_bytes(nbytes: int) -> int:
+    """What a kept buffer for nbytes takes of its arena: kept_bytes, to the next ALIGN."""
+    return -(-kept_bytes(nbytes) // ALIGN) * ALIGN
+
+
+def _device_chunk(nbytes: int):
+    return gpu.api().device_array(nbytes, dtype=np.uint8)
+
+
+def _pinned_chunk(nbytes: int):
+    return gpu.api().pinned_array(nbytes, dtype=np.uint8)
+
+
+class Arena:
+    """A thread's kept buffers, one per named slot, kept from batch to batch and carved in turn from
+    a few large allocations (device memory, or page-locked host memory) that are released only with
+    the thread: a batch allocates and frees nothing. On the GPU host each allocation and release went
+    through the driver's lock, page-locked ones pinned their pages under it, and a release waited for
+    the whole device: with a buffer each, made as a run's first batches grew (fastq.ramp_sizes) and
+    freed as they outgrew them, the mapping threads spent 1.6 of their 3.2 s of the chrX reads in
+    those calls, and every launch behind one of them waited (BENCHMARKS.md, eighteenth session).
+    planned: slot -> bytes a full batch needs (resident.device_slots), made in one allocation at once,
+    and each slot carved at its planned size the first time (not at a small batch's); a slot beyond
+    the plan, or grown past it, is carved from a further allocation of at least MIN_CHUNK."""
+
+    def __init__(self, allocate, planned=None):
+        self.allocate = allocate
+        self.planned = dict(planned or {})
+        self.chunks = []          # every allocation, kept until the arena goes
+        self.room, self.used = None, 0
+        self.slots = {}           # slot -> (buffer, {(shape, dtype): view})
+        if self.planned:
+            self._allocate(sum(carved_bytes(b) for b in self.planned.values()))
+
+    def fits(self, planned) -> bool:
+        """Whether every slot of `planned` has at least its bytes in this arena's plan."""
+        return all(self.planned.get(slot, -1) >= nbytes for slot, nbytes in planned.items())
+
+    def _allocate(self, nbytes: int):
+        self.room, self.used = self.allocate(nbytes), 0
+        self.chunks.append(self.room)
+
+    def _carve(self, nbytes: int):
+        size = -(-nbytes // ALIGN) * ALIGN
+        if self.room is None or self.used + size > len(self.room):
+            self._allocate(max(size, MIN_CHUNK))
+        buf = self.room[self.used:self.used + nbytes]
+        self.used += size
+        return buf
+
+    def kept(self, slot: str, shape, dtype, scale=1):
+        """An array of shape and dtype over the slot's buffer, which is made the first time at the larger
+        of its planned size and scale times what this asks, and again (a quarter larger) whenever a
+        batch needs more. The views are kept too (batches mostly have one size), so a batch does not pay
+        Python for them again."""
+        shape = tuple(int(x) for x in shape) if isinstance(shape, tuple) else (int(shape),)
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        buf, views = self.slots.get(slot, (None, None))
+        if buf is None or buf.nbytes < nbytes:
+            first = max(int(nbytes * scale), self.planned.get(slot, 0)) if buf is None else nbytes
+            buf, views = self._carve(kept_bytes(first)), {}
+            self.slots[slot] = (buf, views)
+        view = views.get((shape, dtype))
+        if view is None:
+            view = views[(shape, dtype)] = buf[:nbytes].view(dtype).reshape(shape)
+        return view
+
+
+_prepared = []   # device arenas made ahead of the mapping threads (prepare_buffers), for sized_for to take
+_prepared_lock = threading.Lock()
+
+
+def prepare_buffers(planned_for, p, paired: bool):
+    """Makes the mapping threads' device buffers ahead, on a thread of its own while the run starts
+    (the imports and the first batch's reading hold the GIL; an allocation lets go of it): one arena
+    a thread in flight, each planned for full batches of reads of PLAN_READ_LENGTH bases.
+    planned_for: batch_plan's (longest read -> (batches in flight, reads a batch)). Only where the GPU
+    holds the most batches in flight at the full size: then no read length asks for more threads
+    than these, and sized_for takes one for any batch no larger (else each thread makes its own)."""
+    in_flight, n = planned_for(PLAN_READ_LENGTH, quiet=True)
+    if in_flight < BATCHES_IN_FLIGHT or memory_info()[1] >= 1 << 60:   # (numba's simulator: host memory)
+        return
+    from .resident import device_slots
+    planned = device_slots(n, PLAN_READ_LENGTH, p, not paired)
+    with trace.span("GPU buffers made ahead"):
+        for _ in range(in_flight):
+            arena = Arena(_device_chunk, planned)
+            with _prepared_lock:
+                _prepared.append(arena)
+
+
+def sized_for(n: int, maxlen: int, p, paired: bool):
+    """Called on each mapping thread before its first batch: its device buffers become an arena planned
+    for a batch of n reads of at most maxlen bases (one made ahead by prepare_buffers where one is as
+    large, else made now), and its page-locked buffers are made as large as such a batch asks, whatever
+    smaller batch comes first. Arenas made ahead that are too small are released here, before any batch."""
+    from .resident import device_slots
+    planned = device_slots(n, maxlen, p, not paired)
+    state = _state()
+    with _prepared_lock:
+        fitting = [a for a in _prepared if a.fits(planned)]
+        _prepared.clear()
+        arena = fitting.pop() if fitting else None
+        _prepared.extend(fitting)
+    state.device = arena or Arena(_device_chunk, planned)
+    state.planned_reads = n
+
+
+def batch_begins(n: int):
+    """A new batch of n reads on this thread: page-locked buffers made during it are sized for the
+    thread's planned batch (sized_for) rather than for it, up to the ramp's growth."""
+    state = _state()
+    state.scale = min(max(1.0, state.planned_reads / max(n, 1)), 1 << RAMP_STEPS)
 
 
 GPU_RESERVE = 1 << 30   # bytes of the GPU left to the context, the kernels' code and the allocator's rounding
@@ -178,9 +280,9 @@ def resident_bytes(genome, index) -> int:
 
 
 def batch_bytes(n: int, maxlen: int, p, single_end: bool) -> int:
-    """GPU bytes a thread's kept buffers take for a batch of n reads of at most maxlen bases."""
+    """GPU bytes a thread's kept buffers take for a batch of n reads of at most maxlen bases (its arena)."""
     from .resident import device_slots
-    return sum(kept_bytes(b) for b in device_slots(n, maxlen, p, single_end).values())
+    return sum(carved_bytes(b) for b in device_slots(n, maxlen, p, single_end).values())
 
 
 def plan_batches(free: int, fixed: int, per_batch, batch_size: int, paired: bool, most: int | None = None):
@@ -221,9 +323,9 @@ def batch_plan(genome, index, p, paired: bool, log=None):
 
     plan_batches(free, fixed, per_batch(PLAN_READ_LENGTH), size, paired)
 
-    def planned(maxlen: int):
+    def planned(maxlen: int, quiet: bool = False):
         in_flight, reads = plan_batches(free, fixed, per_batch(maxlen), size, paired)
-        if log and total < 1 << 60:
+        if log and total < 1 << 60 and not quiet:
             log(f"GPU memory: {total / (1 << 30):.1f} GiB, {free / (1 << 30):.1f} free; genome and index "
                 f"{fixed / (1 << 30):.1f} GiB, a batch of {reads} reads {per_batch(maxlen)(reads) / (1 << 30):.1f} GiB:"
                 f" {in_flight} batch{'es' if in_flight > 1 else ''} in flight")
@@ -232,15 +334,19 @@ def batch_plan(genome, index, p, paired: bool, log=None):
 
 
 def _pinned(slot: str, shape, dtype):
-    return _kept(_state().pinned, slot, shape, dtype, lambda n: gpu.api().pinned_array(n, dtype=np.uint8))
+    state = _state()
+    return state.pinned.kept(slot, shape, dtype, state.scale)
 
 
 def _empty(slot: str, shape, dtype):
     """A device array for `slot` (its content is what the slot held last). A thread's stream orders
     a slot's reuse after every earlier use by the same thread."""
-    state = _state()
-    return _kept(state.device, slot, shape, dtype,
-                 lambda n: gpu.api().device_array(n, dtype=np.uint8, stream=state.stream))
+    return _state().device.kept(slot, shape, dtype)
+
+
+# GPUALIGN_HOST_COPIES=pageable: uploads and copies back straight from and into ordinary memory (the driver stages
+# them), no page-locked buffers (an A/B switch of the eighteenth session)
+PAGEABLE = os.environ.get("GPUALIGN_HOST_COPIES") == "pageable"
 
 
 def _upload(slot: str, arr):
@@ -249,6 +355,10 @@ def _upload(slot: str, arr):
     thread's next synchronize, which every stage reaches before returning."""
     arr = np.ascontiguousarray(arr)
     with trace.span("GPU upload"):
+        if PAGEABLE:
+            dev = _empty(slot, arr.shape, arr.dtype)
+            dev.copy_to_device(arr, stream=_stream())
+            return dev
         staged = _pinned(slot, arr.shape, arr.dtype)
         np.copyto(staged, arr)
         return _staged_up(slot, staged)
@@ -257,6 +367,12 @@ def _upload(slot: str, arr):
 def _upload_pieces(slot: str, pieces):
     """Byte arrays on the GPU as one, joined in this thread's page-locked buffer for `slot` (as _upload)."""
     with trace.span("GPU upload"):
+        if PAGEABLE:
+            dev, at = _empty(slot, (sum(len(p) for p in pieces),), np.uint8), 0
+            for piece in pieces:
+                dev[at:at + len(piece)].copy_to_device(np.ascontiguousarray(piece), stream=_stream())
+                at += len(piece)
+            return dev
         staged = _pinned(slot, (sum(len(p) for p in pieces),), np.uint8)
         at = 0
         for piece in pieces:
@@ -277,6 +393,13 @@ def _fetch(*device_arrays):
     results are copies, which later batches cannot overwrite."""
     stream = _stream()
     with trace.span("GPU wait and copy back"):
+        if PAGEABLE:
+            out = [np.empty(a.shape, a.dtype) for a in device_arrays]
+            for a, host in zip(device_arrays, out):
+                a.copy_to_host(host, stream=stream)
+            stream.synchronize()
+            _kernels_on_timeline()
+            return out
         staged = [_pinned(f"fetch {i}", a.shape, a.dtype) for i, a in enumerate(device_arrays)]
         for a, host in zip(device_arrays, staged):
             a.copy_to_host(host, stream=stream)
@@ -296,6 +419,7 @@ def _read_arrays(reads, *fields):
     its current batch. Arrays the reader left out (reads.DERIVED) are made there from the codes."""
     state = _state()
     if state.batch.get("reads") is not reads:
+        batch_begins(len(reads))
         state.batch = {"reads": reads}
     for f in fields:
         if f not in state.batch:
