@@ -194,17 +194,16 @@ class Arena:
         return buf
 
     def kept(self, slot: str, shape, dtype, scale=1):
-        """An array of shape and dtype over the slot's buffer, which is made the first time at the larger
-        of its planned size and scale times what this asks, and again (a quarter larger) whenever a
-        batch needs more. The views are kept too (batches mostly have one size), so a batch does not pay
+        """An array of shape and dtype over the slot's buffer, which is made (the first time, and again
+        whenever a batch needs more) a quarter larger than the larger of its planned size and scale times
+        what this asks. The views are kept too (batches mostly have one size), so a batch does not pay
         Python for them again."""
         shape = tuple(int(x) for x in shape) if isinstance(shape, tuple) else (int(shape),)
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape)) * dtype.itemsize
         buf, views = self.slots.get(slot, (None, None))
         if buf is None or buf.nbytes < nbytes:
-            first = max(int(nbytes * scale), self.planned.get(slot, 0)) if buf is None else nbytes
-            buf, views = self._carve(kept_bytes(first)), {}
+            buf, views = self._carve(kept_bytes(max(int(nbytes * scale), self.planned.get(slot, 0)))), {}
             self.slots[slot] = (buf, views)
         view = views.get((shape, dtype))
         if view is None:
@@ -345,8 +344,9 @@ def _empty(slot: str, shape, dtype):
 
 
 # GPUALIGN_HOST_COPIES=pageable: uploads and copies back straight from and into ordinary memory (the driver stages
-# them), no page-locked buffers (an A/B switch of the eighteenth session)
+# them), no page-locked buffers; =back: only the copies back so (A/B switches of the eighteenth session)
 PAGEABLE = os.environ.get("GPUALIGN_HOST_COPIES") == "pageable"
+PAGEABLE_BACK = PAGEABLE or os.environ.get("GPUALIGN_HOST_COPIES") == "back"
 
 
 def _upload(slot: str, arr):
@@ -393,7 +393,7 @@ def _fetch(*device_arrays):
     results are copies, which later batches cannot overwrite."""
     stream = _stream()
     with trace.span("GPU wait and copy back"):
-        if PAGEABLE:
+        if PAGEABLE_BACK:
             out = [np.empty(a.shape, a.dtype) for a in device_arrays]
             for a, host in zip(device_arrays, out):
                 a.copy_to_host(host, stream=stream)
