@@ -252,8 +252,8 @@ def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTi
         yield from in_background(ordered_map(pool, map_one, timed(batches), 2 * in_flight), depth=in_flight)
         done = True
     finally:
-        # after the last batch the map threads end beside the sorted tail: a thread's end frees its page-locked
-        # and device buffers, and every run's traces on the GPU host showed 0.08-0.1 s between the last batch's
+        # after the last batch the map threads end beside the sorted tail: a thread's end frees its device
+        # buffers, and every run's traces on the GPU host showed 0.08-0.1 s between the last batch's
         # records and the tail's start. On an error they are waited for, as before.
         pool.shutdown(wait=not done)
 

@@ -56,7 +56,7 @@ def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world, 
 
 
 def test_batches_in_flight_on_streams_give_the_cpu_records_in_order(monkeypatch, world, tmp_path):
-    """cuda maps BATCHES_IN_FLIGHT batches at once on threads with their own streams and pinned
+    """cuda maps BATCHES_IN_FLIGHT batches at once on threads with their own streams and device
     buffers; the BAM must hold the cpu backend's records, in input order."""
     rng, genome, seqs, index = world
     batch, _ = simulate_reads(rng, seqs, 40, length=50, n_rate=0.01)
@@ -552,29 +552,6 @@ def test_an_arena_carves_aligned_buffers_that_keep_their_contents():
     assert len(made) == 1 and {s: buf.nbytes for s, (buf, _) in arena.slots.items()} == \
         {s: cuda.kept_bytes(n) for s, n in planned.items()}
     assert arena.fits({"a": 8000, "c": 1}) and not arena.fits({"a": 8001}) and not arena.fits({"d": 1})
-
-
-def test_a_page_locked_buffer_is_made_for_the_planned_batch_up_to_the_ramps_growth():
-    """After sized_for(n), a batch of n / 4 reads makes its page-locked buffers four times as large as it
-    asks (the next batches of the ramp fit them); a batch of a thousandth, only 2 ** RAMP_STEPS times."""
-    from gpualign.seqio import RAMP_STEPS
-    p = MapParams(max_indels=3, min_score=15, max_candidates=4, max_hits=64)
-    sizes = {}
-
-    def body():
-        cuda.sized_for(4000, 50, p, paired=False)
-        cuda._state().pinned = cuda.Arena(counting_allocator([]))
-        cuda.batch_begins(1000)
-        sizes["quarter"] = cuda._pinned("x", 100_000, np.uint8)
-        sizes["quarter kept"] = cuda._state().pinned.slots["x"][0].nbytes
-        cuda.batch_begins(4)
-        cuda._pinned("y", 100_000, np.uint8)
-        sizes["tiny kept"] = cuda._state().pinned.slots["y"][0].nbytes
-    thread = threading.Thread(target=body)
-    thread.start()
-    thread.join()
-    assert sizes["quarter"].nbytes == 100_000 and sizes["quarter kept"] == cuda.kept_bytes(400_000)
-    assert sizes["tiny kept"] == cuda.kept_bytes(100_000 << RAMP_STEPS)
 
 
 def test_a_thread_sized_for_its_batches_allocates_once_through_the_ramp(monkeypatch, world):

@@ -8,10 +8,10 @@ the *_stage functions serve the paired path's rescue and traceback, and tests. M
 events and kernels come from gpu.py: the CUDA driver through ctypes with stored machine code on a
 GPU (cuda_driver.py), numba.cuda in its simulator and while compiling.
 
-Every host thread that calls a stage gets its own CUDA stream and its own buffers, on the device
-and page-locked on the host, one per named slot, kept from batch to batch (sized by the largest
-batch so far), so the mapper can keep several batches in flight (BATCHES_IN_FLIGHT): one batch's
-uploads, kernels and copies back run while another thread does host work on its batch.
+Every host thread that calls a stage gets its own CUDA stream and its own device buffers, one per
+named slot, kept from batch to batch in an Arena (a mapping thread's planned for full batches), so
+the mapper can keep several batches in flight (BATCHES_IN_FLIGHT): one batch's uploads, kernels and
+copies back run while another thread does host work on its batch.
 """
 
 import os
@@ -27,7 +27,6 @@ from ..batches import fragments_per_batch
 from ..md import md_bound
 from ..reads import word_offsets
 from ..seed import scratch_words
-from ..seqio import RAMP_STEPS
 from ..cuda_driver import submitted_at
 from . import gpu, launch
 from ..extend import EXT_COLUMNS, RESCUE_COLUMNS, TR_COLUMNS, TR_NOPS
@@ -118,11 +117,8 @@ def _state():
     """This thread's stream, kept buffers and current batch, made on first use."""
     if not hasattr(_local, "stream"):
         _local.stream = gpu.api().stream()
-        _local.pinned = Arena(_pinned_chunk)    # slot -> page-locked host buffer (uploads, copies back)
         _local.device = Arena(_device_chunk)    # slot -> device buffer
         _local.batch = {}
-        _local.planned_reads = 0   # reads of the batches this thread is sized for (sized_for)
-        _local.scale = 1           # ... over the current batch's: page-locked buffers are made that much larger
         _local.kernels = []   # (name, start event, end event) of launches not on the timeline yet
         if trace.enabled():
             _gpu_reference()
@@ -152,18 +148,14 @@ def _device_chunk(nbytes: int):
     return gpu.api().device_array(nbytes, dtype=np.uint8)
 
 
-def _pinned_chunk(nbytes: int):
-    return gpu.api().pinned_array(nbytes, dtype=np.uint8)
-
-
 class Arena:
-    """A thread's kept buffers, one per named slot, kept from batch to batch and carved in turn from
-    a few large allocations (device memory, or page-locked host memory) that are released only with
-    the thread: a batch allocates and frees nothing. On the GPU host each allocation and release went
-    through the driver's lock, page-locked ones pinned their pages under it, and a release waited for
-    the whole device: with a buffer each, made as a run's first batches grew (fastq.ramp_sizes) and
-    freed as they outgrew them, the mapping threads spent 1.6 of their 3.2 s of the chrX reads in
-    those calls, and every launch behind one of them waited (BENCHMARKS.md, eighteenth session).
+    """A thread's kept device buffers, one per named slot, kept from batch to batch and carved in turn
+    from a few large allocations that are released only with the thread: a batch allocates and frees
+    nothing. On the GPU host each allocation and release went through the driver's lock, and a
+    release waited for the whole device: with a buffer each, made as a run's first batches grew
+    (fastq.ramp_sizes) and freed as they outgrew them, the mapping threads spent 1.6 of their 3.2 s
+    of the chrX reads in those calls (and in page-locked buffers' alike), and every launch behind
+    one of them waited (BENCHMARKS.md, eighteenth session).
     planned: slot -> bytes a full batch needs (resident.device_slots), made in one allocation at once,
     and each slot carved at its planned size the first time (not at a small batch's); a slot beyond
     the plan, or grown past it, is carved from a further allocation of at least MIN_CHUNK."""
@@ -193,17 +185,17 @@ class Arena:
         self.used += size
         return buf
 
-    def kept(self, slot: str, shape, dtype, scale=1):
+    def kept(self, slot: str, shape, dtype):
         """An array of shape and dtype over the slot's buffer, which is made (the first time, and again
-        whenever a batch needs more) a quarter larger than the larger of its planned size and scale times
-        what this asks. The views are kept too (batches mostly have one size), so a batch does not pay
-        Python for them again."""
+        whenever a batch needs more) a quarter larger than the larger of its planned size and what this
+        asks. The views are kept too (batches mostly have one size), so a batch does not pay Python for
+        them again."""
         shape = tuple(int(x) for x in shape) if isinstance(shape, tuple) else (int(shape),)
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape)) * dtype.itemsize
         buf, views = self.slots.get(slot, (None, None))
         if buf is None or buf.nbytes < nbytes:
-            buf, views = self._carve(kept_bytes(max(int(nbytes * scale), self.planned.get(slot, 0)))), {}
+            buf, views = self._carve(kept_bytes(max(nbytes, self.planned.get(slot, 0)))), {}
             self.slots[slot] = (buf, views)
         view = views.get((shape, dtype))
         if view is None:
@@ -237,8 +229,8 @@ def prepare_buffers(planned_for, p, paired: bool):
 def sized_for(n: int, maxlen: int, p, paired: bool):
     """Called on each mapping thread before its first batch: its device buffers become an arena planned
     for a batch of n reads of at most maxlen bases (one made ahead by prepare_buffers where one is as
-    large, else made now), and its page-locked buffers are made as large as such a batch asks, whatever
-    smaller batch comes first. Arenas made ahead that are too small are released here, before any batch."""
+    large, else made now), whatever smaller batch comes first. Arenas made ahead that are too small are
+    released here, before any batch."""
     from .resident import device_slots
     planned = device_slots(n, maxlen, p, not paired)
     state = _state()
@@ -248,14 +240,6 @@ def sized_for(n: int, maxlen: int, p, paired: bool):
         arena = fitting.pop() if fitting else None
         _prepared.extend(fitting)
     state.device = arena or Arena(_device_chunk, planned)
-    state.planned_reads = n
-
-
-def batch_begins(n: int):
-    """A new batch of n reads on this thread: page-locked buffers made during it are sized for the
-    thread's planned batch (sized_for) rather than for it, up to the ramp's growth."""
-    state = _state()
-    state.scale = min(max(1.0, state.planned_reads / max(n, 1)), 1 << RAMP_STEPS)
 
 
 GPU_RESERVE = 1 << 30   # bytes of the GPU left to the context, the kernels' code and the allocator's rounding
@@ -332,79 +316,46 @@ def batch_plan(genome, index, p, paired: bool, log=None):
     return planned
 
 
-def _pinned(slot: str, shape, dtype):
-    state = _state()
-    return state.pinned.kept(slot, shape, dtype, state.scale)
-
-
 def _empty(slot: str, shape, dtype):
     """A device array for `slot` (its content is what the slot held last). A thread's stream orders
     a slot's reuse after every earlier use by the same thread."""
     return _state().device.kept(slot, shape, dtype)
 
 
-# GPUALIGN_HOST_COPIES=pageable: uploads and copies back straight from and into ordinary memory (the driver stages
-# them), no page-locked buffers; =back: only the copies back so (A/B switches of the eighteenth session)
-PAGEABLE = os.environ.get("GPUALIGN_HOST_COPIES") == "pageable"
-PAGEABLE_BACK = PAGEABLE or os.environ.get("GPUALIGN_HOST_COPIES") == "back"
-
-
 def _upload(slot: str, arr):
-    """arr on the GPU through this thread's page-locked buffer for `slot`: pinned copies run at full
-    PCIe speed and asynchronously on the thread's stream. The pinned buffer is reused only after the
-    thread's next synchronize, which every stage reaches before returning."""
+    """arr in the device buffer for `slot`, copied on this thread's stream straight from host memory:
+    the driver stages it through page-locked memory of its own and returns once arr is copied there.
+    Page-locked buffers of our own, a thread's for each slot, cost more than they gave: making them
+    pinned their pages under the driver's lock while every other thread waited, and each copy went
+    through them and a copy of its own (GPU host, untraced, medians of three: 2 M chrX reads 1.68 s
+    without them, 1.79 with them made once a thread, 1.89 as they were; 10 M E. coli reads 3.84, 4.05,
+    3.98; BENCHMARKS.md, eighteenth session)."""
     arr = np.ascontiguousarray(arr)
     with trace.span("GPU upload"):
-        if PAGEABLE:
-            dev = _empty(slot, arr.shape, arr.dtype)
-            dev.copy_to_device(arr, stream=_stream())
-            return dev
-        staged = _pinned(slot, arr.shape, arr.dtype)
-        np.copyto(staged, arr)
-        return _staged_up(slot, staged)
+        dev = _empty(slot, arr.shape, arr.dtype)
+        dev.copy_to_device(arr, stream=_stream())
+        return dev
 
 
 def _upload_pieces(slot: str, pieces):
-    """Byte arrays on the GPU as one, joined in this thread's page-locked buffer for `slot` (as _upload)."""
+    """Byte arrays on the GPU as one, each copied to its place in the device buffer for `slot` (as _upload)."""
     with trace.span("GPU upload"):
-        if PAGEABLE:
-            dev, at = _empty(slot, (sum(len(p) for p in pieces),), np.uint8), 0
-            for piece in pieces:
-                dev[at:at + len(piece)].copy_to_device(np.ascontiguousarray(piece), stream=_stream())
-                at += len(piece)
-            return dev
-        staged = _pinned(slot, (sum(len(p) for p in pieces),), np.uint8)
-        at = 0
+        dev, at = _empty(slot, (sum(len(p) for p in pieces),), np.uint8), 0
         for piece in pieces:
-            np.copyto(staged[at:at + len(piece)], piece)
+            dev[at:at + len(piece)].copy_to_device(np.ascontiguousarray(piece), stream=_stream())
             at += len(piece)
-        return _staged_up(slot, staged)
-
-
-def _staged_up(slot: str, staged):
-    """The page-locked `staged` copied to the device buffer for `slot` on this thread's stream."""
-    dev = _empty(slot, staged.shape, staged.dtype)
-    dev.copy_to_device(staged, stream=_stream())
-    return dev
+        return dev
 
 
 def _fetch(*device_arrays):
-    """Copies back on this thread's stream through its page-locked buffers, waited for once; the
-    results are copies, which later batches cannot overwrite."""
+    """Copies back on this thread's stream into new host arrays (the driver stages them and returns once
+    each is there), which later batches cannot overwrite."""
     stream = _stream()
     with trace.span("GPU wait and copy back"):
-        if PAGEABLE_BACK:
-            out = [np.empty(a.shape, a.dtype) for a in device_arrays]
-            for a, host in zip(device_arrays, out):
-                a.copy_to_host(host, stream=stream)
-            stream.synchronize()
-            _kernels_on_timeline()
-            return out
-        staged = [_pinned(f"fetch {i}", a.shape, a.dtype) for i, a in enumerate(device_arrays)]
-        for a, host in zip(device_arrays, staged):
+        out = [np.empty(a.shape, a.dtype) for a in device_arrays]
+        for a, host in zip(device_arrays, out):
             a.copy_to_host(host, stream=stream)
         stream.synchronize()
-        out = [host.copy() for host in staged]
     _kernels_on_timeline()
     return out
 
@@ -419,7 +370,6 @@ def _read_arrays(reads, *fields):
     its current batch. Arrays the reader left out (reads.DERIVED) are made there from the codes."""
     state = _state()
     if state.batch.get("reads") is not reads:
-        batch_begins(len(reads))
         state.batch = {"reads": reads}
     for f in fields:
         if f not in state.batch:

@@ -72,7 +72,6 @@ def _batch_on_device(reads):
     A raw batch (fastq.RawReads) is parsed here (parse_on_device), or, where a record is not as that parse
     takes it, on the host (its error, if it has one, raised). Returns (arrays, name hashes, the
     LISTS counters, BatchShape)."""
-    cu.batch_begins(reads.n if isinstance(reads, RawReads) else len(reads))
     if isinstance(reads, RawReads):
         on_device = parse_on_device(reads)
         if on_device is not None:
