@@ -11,6 +11,7 @@ change a result.
 from .jitcache import ensure_compiled
 
 import contextlib
+import functools
 import itertools
 import sys
 import threading
@@ -37,7 +38,7 @@ from .options import MapParams, check_optical_distance
 from .output import scratch_dir
 from .reads import Reads, encode_reads
 from .sam import make_header
-from .seqio import available_memory
+from .seqio import RAMP_STEPS, available_memory
 from .seed import candidate_pairs, edit_cost, reseed_incomplete, unseen_scores
 from .threads import in_background, ordered_map
 
@@ -207,10 +208,12 @@ def with_rescued(cand: Candidates, new_read, new_key, new_ext) -> Candidates:
 
 
 def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTimes, paired: bool = False,
-                   in_flight: int | None = None, rg: bytes | None = None, alignments: bool = True):
+                   in_flight: int | None = None, rg: bytes | None = None, alignments: bool = True,
+                   prepare_thread=None):
     """(batch, result) in input order. in_flight > 1 (default: the backend's BATCHES_IN_FLIGHT; cuda
-    has 3) maps that many batches at once on threads of their own, so one batch's GPU work overlaps
-    another's host work; results do not depend on it (every read is mapped on its own). rg: BAM
+    has 4) maps that many batches at once on threads of their own, so one batch's GPU work overlaps
+    another's host work; results do not depend on it (every read is mapped on its own); prepare_thread,
+    if given, is called on each of those threads before its first batch (thread_sizing). rg: BAM
     output, whose records the backend may make; alignments False: nothing but them is needed
     (map_batch)."""
     raw = parses_raw(backend, paired, rg, alignments)
@@ -243,14 +246,14 @@ def mapped_batches(batches, genome, index, p: MapParams, backend, times: StageTi
     # Driven from a thread of its own, so batches keep going to the map threads while the caller
     # waits for records and writes them; batches queued behind the busy ones start as soon as a map
     # thread frees, not when the oldest batch is done.
-    pool = ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="map")
+    pool = ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="map", initializer=prepare_thread)
     done = False
     try:
         yield from in_background(ordered_map(pool, map_one, timed(batches), 2 * in_flight), depth=in_flight)
         done = True
     finally:
-        # after the last batch the map threads end beside the sorted tail: a thread's end frees its page-locked
-        # and device buffers, and every run's traces on the GPU host showed 0.08-0.1 s between the last batch's
+        # after the last batch the map threads end beside the sorted tail: a thread's end frees its device
+        # buffers, and every run's traces on the GPU host showed 0.08-0.1 s between the last batch's
         # records and the tail's start. On an error they are waited for, as before.
         pool.shutdown(wait=not done)
 
@@ -309,6 +312,18 @@ def warm_up(backend, genome, index, p, paired: bool):
         (map_pair_batch if paired else map_batch)(backend.prepare_reads(batch), genome, index, p, backend)
 
 
+def thread_sizing(backend, head, size: int, longest: int, p: MapParams, paired: bool):
+    """What each mapping thread calls before its first batch: the backend's sized_for (cuda: its buffers
+    made once, for full batches), for batches of `size` reads of at most `longest` bases, but no more
+    than the ramp makes of the first batch (fastq.ramp_sizes: a run whose first batch is small is a
+    small run); None for a backend without it."""
+    sized_for = getattr(backend, "sized_for", None)
+    if sized_for is None or head is None:
+        return None
+    reads = min(size, len(head) << RAMP_STEPS)
+    return functools.partial(sized_for, reads, longest, p, paired)
+
+
 def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="auto",
               threads: int = 1, read_group=None, command_line="gpualign", log=None, fmt: str = "bam",
               compression_level: int = 6, sort: bool = False, index_path: str | None = None, paired: bool = False,
@@ -343,7 +358,7 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
     # batches are assembled ahead on a thread of their own (mates paired, re-cut, interleaved: copies)
     batches = reader = in_background(as_batches(reads, p.batch_size, paired, p.tuning.insert_block), depth=2)
     try:
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="first batch") as early:
+        with ThreadPoolExecutor(max_workers=3, thread_name_prefix="first batch") as early:
             reading = early.submit(next, iter(batches), None)   # reading starts while the backend does
             with trace.span("start backend"):
                 backend = get_backend(backend_name, log)
@@ -352,12 +367,17 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
                 ensure_compiled(backend.NAME, log)   # a cold cache compiles first, before the mapping clock starts
                 plan = getattr(backend, "batch_plan", None)   # the GPU's memory: checked before anything goes up
                 plan = plan(genome, index, p, paired, log) if plan else None
+            prepare = getattr(backend, "prepare_buffers", None)   # the map threads' GPU buffers, made meanwhile
+            ahead = early.submit(prepare, plan, p, paired) if prepare and plan else None
             warming = early.submit(warm_up, backend, genome, index, p, paired)   # while the first batch is read
             head = reading.result()
             warming.result()
+            if ahead:
+                ahead.result()
         batches = itertools.chain([] if head is None else [head], batches)
-        in_flight, size = (plan(longest_read(head) if head is not None else 1) if plan
-                           else (getattr(backend, "BATCHES_IN_FLIGHT", 1), p.batch_size))
+        longest = longest_read(head) if head is not None else 1
+        in_flight, size = (plan(longest) if plan else (getattr(backend, "BATCHES_IN_FLIGHT", 1), p.batch_size))
+        prepare_thread = thread_sizing(backend, head, size, longest, p, paired)
         if size < p.batch_size and not paired:   # smaller batches where the GPU's memory asks for them
             batches = as_batches(batches, size)
         order = "coordinate" if sort and not sam else "unsorted"
@@ -381,7 +401,8 @@ def map_reads(genome, index, reads, out_path: str, p: MapParams, backend_name="a
             out = UnsortedBam(out_path, header, encode, compression_level, threads)
         progress = Progress(log, backend.NAME)
         mapped = mapped_batches(batches, genome, index, p, backend, times, paired, in_flight,
-                                None if sam else (rg_id or "").encode(), alignments=sam or markdup)
+                                None if sam else (rg_id or "").encode(), alignments=sam or markdup,
+                                prepare_thread=prepare_thread)
         try:
             for batch, res in mapped:
                 if sam:

@@ -8,6 +8,7 @@ a GPU machine to check the compiled kernels with these same tests.
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pysam
@@ -55,7 +56,7 @@ def test_backends_and_batch_sizes_give_identical_alignments(monkeypatch, world, 
 
 
 def test_batches_in_flight_on_streams_give_the_cpu_records_in_order(monkeypatch, world, tmp_path):
-    """cuda maps BATCHES_IN_FLIGHT batches at once on threads with their own streams and pinned
+    """cuda maps BATCHES_IN_FLIGHT batches at once on threads with their own streams and device
     buffers; the BAM must hold the cpu backend's records, in input order."""
     rng, genome, seqs, index = world
     batch, _ = simulate_reads(rng, seqs, 40, length=50, n_rate=0.01)
@@ -471,7 +472,7 @@ def kept_device_buffers(run):
 
     def body():
         run()
-        out.update({slot: buf.nbytes for slot, (buf, _) in cuda._local.device.items()})
+        out.update({slot: buf.nbytes for slot, (buf, _) in cuda._local.device.slots.items()})
     thread = threading.Thread(target=body)
     thread.start()
     thread.join()
@@ -511,6 +512,110 @@ def test_the_memory_model_covers_every_buffer_a_batch_keeps(monkeypatch, world, 
     scaling = [s for s in kept if model[s] >= 8 * len(batch)]
     assert len(scaling) > 10
     assert sum(kept[s] for s in scaling) >= sum(cuda.kept_bytes(model[s]) for s in scaling) // 3
+
+
+def counting_allocator(made, make=lambda nbytes: np.zeros(nbytes, dtype=np.uint8)):
+    """An allocator for cuda.Arena (host memory, or what `make` makes) that records each allocation's size in
+    `made`."""
+    def allocate(nbytes):
+        made.append(nbytes)
+        return make(nbytes)
+    return allocate
+
+
+def test_an_arena_carves_aligned_buffers_that_keep_their_contents():
+    """Kept buffers start at cuda.ALIGN, do not overlap, keep what a batch wrote for the next, and grow a
+    quarter larger (in a further allocation) when a batch needs more; a planned arena makes its whole plan
+    in one allocation, each slot at its planned size from the first, smaller, batch on."""
+    made = []
+    arena = cuda.Arena(counting_allocator(made))
+    a = arena.kept("a", 10, np.int64)
+    b = arena.kept("b", (3, 7), np.uint8)
+    assert made == [cuda.MIN_CHUNK]
+    a[:] = np.arange(10)
+    b[:] = 7
+    assert np.array_equal(arena.kept("a", 10, np.int64), np.arange(10)) and (arena.kept("b", (3, 7), np.uint8) == 7).all()
+    starts = [buf.__array_interface__["data"][0] - made_base for made_base in [arena.chunks[0].__array_interface__["data"][0]]
+              for buf, _ in arena.slots.values()]
+    assert all(s % cuda.ALIGN == 0 for s in starts) and len(set(starts)) == 2
+    big = arena.kept("a", cuda.MIN_CHUNK, np.uint8)   # more than the chunk has left
+    assert len(made) == 2 and arena.slots["a"][0].nbytes == cuda.kept_bytes(cuda.MIN_CHUNK) and big.nbytes == cuda.MIN_CHUNK
+    assert (arena.kept("b", (3, 7), np.uint8) == 7).all()
+
+    made = []
+    planned = {"a": 8000, "b": 100_000, "c": 30}
+    arena = cuda.Arena(counting_allocator(made), planned)
+    assert made == [sum(cuda.carved_bytes(n) for n in planned.values())]
+    for scale in (16, 8, 4, 1):   # a ramp of batches
+        for slot, nbytes in planned.items():
+            assert arena.kept(slot, nbytes // scale, np.uint8).nbytes == nbytes // scale
+    assert len(made) == 1 and {s: buf.nbytes for s, (buf, _) in arena.slots.items()} == \
+        {s: cuda.kept_bytes(n) for s, n in planned.items()}
+    assert arena.fits({"a": 8000, "c": 1}) and not arena.fits({"a": 8001}) and not arena.fits({"d": 1})
+
+
+def test_a_thread_sized_for_its_batches_allocates_once_through_the_ramp(monkeypatch, world):
+    """A mapping thread that cuda.sized_for prepared (as the mapper's are) allocates its device buffers once,
+    for the whole ramp of raw single-end batches a run starts with (fastq.ramp_sizes); an unprepared one
+    allocates again as they grow; their records are the same."""
+    from gpualign.fastq import RawReads
+    rng, genome, seqs, index = world
+    monkeypatch.setattr(launch, "THREADS_PER_BLOCK", 8)
+    for name, threads in (("SCAN_THREADS", 4), ("SEED_BLOCK_THREADS", 4), ("SEED_FIRST_THREADS", 4),
+                          ("SEED_SPILL_THREADS", 4)):   # small blocks: the simulator runs a thread each
+        monkeypatch.setattr(launch, name, threads)
+    monkeypatch.setattr(cuda, "MIN_BUFFER", 1)
+    monkeypatch.setattr(cuda, "MIN_CHUNK", 1)
+    p = MapParams(max_indels=3, min_score=15, max_candidates=4, max_hits=64)
+    batch, (names, reads, quals) = simulate_reads(rng, seqs, 8, length=55, n_rate=0.01)
+    records = [b"@%s\n%s\n+\n%s\n" % (nm, r, bytes(x + 33 for x in q)) for nm, r, q in zip(names, reads, quals)]
+    ramp = [RawReads("r.fq", np.frombuffer(b"".join(records[:m]), dtype=np.uint8), m, 0, batch.k) for m in (1, 2, 4, 8)]
+    made = []
+    monkeypatch.setattr(cuda, "_device_chunk", counting_allocator(made, lambda n: numba_cuda.device_array(n, np.uint8)))
+
+    def run(sized):
+        def body():
+            if sized:
+                cuda.sized_for(len(batch), int(batch.lengths.max()), p, paired=False)
+            return [map_batch(raw, genome, index, p, cuda, rg=b"", alignments=False).records for raw in ramp]
+        made.clear()
+        with ThreadPoolExecutor(max_workers=1) as pool:   # a fresh thread: cuda._local is per thread
+            return pool.submit(body).result(), len(made)
+    (sized, allocations), (unsized, unsized_allocations) = run(True), run(False)
+    assert allocations == 1 and unsized_allocations > 5
+    for (rec, off, keys), (rec2, off2, keys2) in zip(sized, unsized):
+        assert bytes(rec) == bytes(rec2) and np.array_equal(off, off2) and np.array_equal(keys, keys2) and len(keys)
+
+
+def test_buffers_made_ahead_go_to_threads_whose_batches_they_fit(monkeypatch):
+    """prepare_buffers makes BATCHES_IN_FLIGHT planned arenas where the GPU holds that many full batches
+    (none where it holds fewer); sized_for gives each thread one that fits its plan (reads no longer than
+    PLAN_READ_LENGTH), or a new one (longer reads), releasing those that do not fit."""
+    p = MapParams(max_indels=3, min_score=15, max_candidates=4, max_hits=64)
+    made = []
+    monkeypatch.setattr(cuda, "_device_chunk", counting_allocator(made))
+    monkeypatch.setattr(cuda, "memory_info", lambda: (80 << 30, 80 << 30))
+    monkeypatch.setattr(cuda, "_prepared", [])
+    cuda.prepare_buffers(lambda maxlen, quiet: (cuda.BATCHES_IN_FLIGHT - 1, 1000), p, False)
+    assert made == [] and cuda._prepared == []
+    cuda.prepare_buffers(lambda maxlen, quiet: (cuda.BATCHES_IN_FLIGHT, 1000), p, False)
+    assert len(made) == cuda.BATCHES_IN_FLIGHT == len(cuda._prepared)
+    ahead = list(cuda._prepared)
+    got = {}
+
+    def thread(name, maxlen):
+        cuda.sized_for(1000, maxlen, p, paired=False)
+        got[name] = cuda._state().device
+    for name, maxlen in (("short", 100), ("planned", cuda.PLAN_READ_LENGTH)):
+        t = threading.Thread(target=thread, args=(name, maxlen))
+        t.start()
+        t.join()
+    assert got["short"] in ahead and got["planned"] in ahead and got["short"] is not got["planned"]
+    assert len(made) == cuda.BATCHES_IN_FLIGHT and len(cuda._prepared) == cuda.BATCHES_IN_FLIGHT - 2
+    t = threading.Thread(target=thread, args=("long", cuda.PLAN_READ_LENGTH + 1))
+    t.start()
+    t.join()
+    assert got["long"] not in ahead and len(made) == cuda.BATCHES_IN_FLIGHT + 1 and cuda._prepared == []
 
 
 def test_batches_are_planned_to_fit_the_gpus_memory():

@@ -8,10 +8,10 @@ the *_stage functions serve the paired path's rescue and traceback, and tests. M
 events and kernels come from gpu.py: the CUDA driver through ctypes with stored machine code on a
 GPU (cuda_driver.py), numba.cuda in its simulator and while compiling.
 
-Every host thread that calls a stage gets its own CUDA stream and its own buffers, on the device
-and page-locked on the host, one per named slot, kept from batch to batch (sized by the largest
-batch so far), so the mapper can keep several batches in flight (BATCHES_IN_FLIGHT): one batch's
-uploads, kernels and copies back run while another thread does host work on its batch.
+Every host thread that calls a stage gets its own CUDA stream and its own device buffers, one per
+named slot, kept from batch to batch in an Arena (a mapping thread's planned for full batches), so
+the mapper can keep several batches in flight (BATCHES_IN_FLIGHT): one batch's uploads, kernels and
+copies back run while another thread does host work on its batch.
 """
 
 import os
@@ -110,15 +110,14 @@ def read_at(fd: int, out: np.ndarray, offset: int, name: str):
         done += got
 
 
-_local = threading.local()   # per mapping thread: stream, pinned staging buffers, current batch
+_local = threading.local()   # per mapping thread: stream, kept buffers, current batch
 
 
 def _state():
     """This thread's stream, kept buffers and current batch, made on first use."""
     if not hasattr(_local, "stream"):
         _local.stream = gpu.api().stream()
-        _local.pinned = {}    # slot -> page-locked host buffer (uploads, copies back)
-        _local.device = {}    # slot -> device buffer
+        _local.device = Arena(_device_chunk)    # slot -> device buffer
         _local.batch = {}
         _local.kernels = []   # (name, start event, end event) of launches not on the timeline yet
         if trace.enabled():
@@ -131,6 +130,8 @@ def _stream():
 
 
 MIN_BUFFER = 1 << 16   # bytes: the smallest kept buffer
+ALIGN = 256            # bytes: where a kept buffer starts in its arena's memory (every dtype's alignment)
+MIN_CHUNK = 4 << 20    # bytes: the least an arena allocates beyond its plan
 
 
 def kept_bytes(nbytes: int) -> int:
@@ -138,23 +139,107 @@ def kept_bytes(nbytes: int) -> int:
     return max(nbytes, MIN_BUFFER) * 5 // 4
 
 
-def _kept(buffers, slot, shape, dtype, allocate):
-    """An array of shape and dtype carved from the uint8 buffer kept for `slot`, which is kept from
-    batch to batch and grown by a quarter when too small: a batch allocates and frees nothing on the
-    GPU or in page-locked memory, whose allocation and release are slow (and a release waits for the
-    whole device). The carved arrays are kept too (batches mostly have one size), so a batch does
-    not pay Python for them again."""
-    shape = tuple(int(x) for x in shape) if isinstance(shape, tuple) else (int(shape),)
-    dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape)) * dtype.itemsize
-    buf, views = buffers.get(slot, (None, None))
-    if buf is None or buf.nbytes < nbytes:
-        buf, views = allocate(kept_bytes(nbytes)), {}
-        buffers[slot] = (buf, views)
-    view = views.get((shape, dtype))
-    if view is None:
-        view = views[(shape, dtype)] = buf[:nbytes].view(dtype).reshape(shape)
-    return view
+def carved_bytes(nbytes: int) -> int:
+    """What a kept buffer for nbytes takes of its arena: kept_bytes, to the next ALIGN."""
+    return -(-kept_bytes(nbytes) // ALIGN) * ALIGN
+
+
+def _device_chunk(nbytes: int):
+    return gpu.api().device_array(nbytes, dtype=np.uint8)
+
+
+class Arena:
+    """A thread's kept device buffers, one per named slot, kept from batch to batch and carved in turn
+    from a few large allocations that are released only with the thread: a batch allocates and frees
+    nothing. On the GPU host each allocation and release went through the driver's lock, and a
+    release waited for the whole device: with a buffer each, made as a run's first batches grew
+    (fastq.ramp_sizes) and freed as they outgrew them, the mapping threads spent 1.6 of their 3.2 s
+    of the chrX reads in those calls (and in page-locked buffers' alike), and every launch behind
+    one of them waited (BENCHMARKS.md, eighteenth session).
+    planned: slot -> bytes a full batch needs (resident.device_slots), made in one allocation at once,
+    and each slot carved at its planned size the first time (not at a small batch's); a slot beyond
+    the plan, or grown past it, is carved from a further allocation of at least MIN_CHUNK."""
+
+    def __init__(self, allocate, planned=None):
+        self.allocate = allocate
+        self.planned = dict(planned or {})
+        self.chunks = []          # every allocation, kept until the arena goes
+        self.room, self.used = None, 0
+        self.slots = {}           # slot -> (buffer, {(shape, dtype): view})
+        if self.planned:
+            self._allocate(sum(carved_bytes(b) for b in self.planned.values()))
+
+    def fits(self, planned) -> bool:
+        """Whether every slot of `planned` has at least its bytes in this arena's plan."""
+        return all(self.planned.get(slot, -1) >= nbytes for slot, nbytes in planned.items())
+
+    def _allocate(self, nbytes: int):
+        self.room, self.used = self.allocate(nbytes), 0
+        self.chunks.append(self.room)
+
+    def _carve(self, nbytes: int):
+        size = -(-nbytes // ALIGN) * ALIGN
+        if self.room is None or self.used + size > len(self.room):
+            self._allocate(max(size, MIN_CHUNK))
+        buf = self.room[self.used:self.used + nbytes]
+        self.used += size
+        return buf
+
+    def kept(self, slot: str, shape, dtype):
+        """An array of shape and dtype over the slot's buffer, which is made (the first time, and again
+        whenever a batch needs more) a quarter larger than the larger of its planned size and what this
+        asks. The views are kept too (batches mostly have one size), so a batch does not pay Python for
+        them again."""
+        shape = tuple(int(x) for x in shape) if isinstance(shape, tuple) else (int(shape),)
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        buf, views = self.slots.get(slot, (None, None))
+        if buf is None or buf.nbytes < nbytes:
+            buf, views = self._carve(kept_bytes(max(nbytes, self.planned.get(slot, 0)))), {}
+            self.slots[slot] = (buf, views)
+        view = views.get((shape, dtype))
+        if view is None:
+            view = views[(shape, dtype)] = buf[:nbytes].view(dtype).reshape(shape)
+        return view
+
+
+_prepared = []   # device arenas made ahead of the mapping threads (prepare_buffers), for sized_for to take
+_prepared_lock = threading.Lock()
+
+
+def prepare_buffers(planned_for, p, paired: bool):
+    """Makes the mapping threads' device buffers ahead, on a thread of its own while the run starts
+    (the imports and the first batch's reading hold the GIL; an allocation lets go of it): one arena
+    a thread in flight, each planned for full batches of reads of PLAN_READ_LENGTH bases.
+    planned_for: batch_plan's (longest read -> (batches in flight, reads a batch)). Only where the GPU
+    holds the most batches in flight at the full size: then no read length asks for more threads
+    than these, and sized_for takes one for any batch no larger (else each thread makes its own)."""
+    in_flight, n = planned_for(PLAN_READ_LENGTH, quiet=True)
+    if in_flight < BATCHES_IN_FLIGHT or memory_info()[1] >= 1 << 60:   # (numba's simulator: host memory)
+        return
+    from .resident import device_slots
+    planned = device_slots(n, PLAN_READ_LENGTH, p, not paired)
+    with trace.span("GPU buffers made ahead"):
+        for _ in range(in_flight):
+            arena = Arena(_device_chunk, planned)
+            with _prepared_lock:
+                _prepared.append(arena)
+
+
+def sized_for(n: int, maxlen: int, p, paired: bool):
+    """Called on each mapping thread before its first batch: its device buffers become an arena planned
+    for a batch of n reads of at most maxlen bases (one made ahead by prepare_buffers where one is as
+    large, else made now), whatever smaller batch comes first. Arenas made ahead that are too small are
+    released here, before any batch."""
+    from .resident import device_slots
+    planned = device_slots(n, maxlen, p, not paired)
+    state = _state()
+    with _prepared_lock:
+        fitting = [a for a in _prepared if a.fits(planned)]
+        _prepared.clear()
+        arena = fitting.pop() if fitting else None
+        _prepared.extend(fitting)
+    state.device = arena or Arena(_device_chunk, planned)
 
 
 GPU_RESERVE = 1 << 30   # bytes of the GPU left to the context, the kernels' code and the allocator's rounding
@@ -178,9 +263,9 @@ def resident_bytes(genome, index) -> int:
 
 
 def batch_bytes(n: int, maxlen: int, p, single_end: bool) -> int:
-    """GPU bytes a thread's kept buffers take for a batch of n reads of at most maxlen bases."""
+    """GPU bytes a thread's kept buffers take for a batch of n reads of at most maxlen bases (its arena)."""
     from .resident import device_slots
-    return sum(kept_bytes(b) for b in device_slots(n, maxlen, p, single_end).values())
+    return sum(carved_bytes(b) for b in device_slots(n, maxlen, p, single_end).values())
 
 
 def plan_batches(free: int, fixed: int, per_batch, batch_size: int, paired: bool, most: int | None = None):
@@ -221,9 +306,9 @@ def batch_plan(genome, index, p, paired: bool, log=None):
 
     plan_batches(free, fixed, per_batch(PLAN_READ_LENGTH), size, paired)
 
-    def planned(maxlen: int):
+    def planned(maxlen: int, quiet: bool = False):
         in_flight, reads = plan_batches(free, fixed, per_batch(maxlen), size, paired)
-        if log and total < 1 << 60:
+        if log and total < 1 << 60 and not quiet:
             log(f"GPU memory: {total / (1 << 30):.1f} GiB, {free / (1 << 30):.1f} free; genome and index "
                 f"{fixed / (1 << 30):.1f} GiB, a batch of {reads} reads {per_batch(maxlen)(reads) / (1 << 30):.1f} GiB:"
                 f" {in_flight} batch{'es' if in_flight > 1 else ''} in flight")
@@ -231,57 +316,46 @@ def batch_plan(genome, index, p, paired: bool, log=None):
     return planned
 
 
-def _pinned(slot: str, shape, dtype):
-    return _kept(_state().pinned, slot, shape, dtype, lambda n: gpu.api().pinned_array(n, dtype=np.uint8))
-
-
 def _empty(slot: str, shape, dtype):
     """A device array for `slot` (its content is what the slot held last). A thread's stream orders
     a slot's reuse after every earlier use by the same thread."""
-    state = _state()
-    return _kept(state.device, slot, shape, dtype,
-                 lambda n: gpu.api().device_array(n, dtype=np.uint8, stream=state.stream))
+    return _state().device.kept(slot, shape, dtype)
 
 
 def _upload(slot: str, arr):
-    """arr on the GPU through this thread's page-locked buffer for `slot`: pinned copies run at full
-    PCIe speed and asynchronously on the thread's stream. The pinned buffer is reused only after the
-    thread's next synchronize, which every stage reaches before returning."""
+    """arr in the device buffer for `slot`, copied on this thread's stream straight from host memory:
+    the driver stages it through page-locked memory of its own and returns once arr is copied there.
+    Page-locked buffers of our own, a thread's for each slot, cost more than they gave: making them
+    pinned their pages under the driver's lock while every other thread waited, and each copy went
+    through them and a copy of its own (GPU host, untraced, medians of three: 2 M chrX reads 1.68 s
+    without them, 1.79 with them made once a thread, 1.89 as they were; 10 M E. coli reads 3.84, 4.05,
+    3.98; BENCHMARKS.md, eighteenth session)."""
     arr = np.ascontiguousarray(arr)
     with trace.span("GPU upload"):
-        staged = _pinned(slot, arr.shape, arr.dtype)
-        np.copyto(staged, arr)
-        return _staged_up(slot, staged)
+        dev = _empty(slot, arr.shape, arr.dtype)
+        dev.copy_to_device(arr, stream=_stream())
+        return dev
 
 
 def _upload_pieces(slot: str, pieces):
-    """Byte arrays on the GPU as one, joined in this thread's page-locked buffer for `slot` (as _upload)."""
+    """Byte arrays on the GPU as one, each copied to its place in the device buffer for `slot` (as _upload)."""
     with trace.span("GPU upload"):
-        staged = _pinned(slot, (sum(len(p) for p in pieces),), np.uint8)
-        at = 0
+        dev, at = _empty(slot, (sum(len(p) for p in pieces),), np.uint8), 0
         for piece in pieces:
-            np.copyto(staged[at:at + len(piece)], piece)
+            dev[at:at + len(piece)].copy_to_device(np.ascontiguousarray(piece), stream=_stream())
             at += len(piece)
-        return _staged_up(slot, staged)
-
-
-def _staged_up(slot: str, staged):
-    """The page-locked `staged` copied to the device buffer for `slot` on this thread's stream."""
-    dev = _empty(slot, staged.shape, staged.dtype)
-    dev.copy_to_device(staged, stream=_stream())
-    return dev
+        return dev
 
 
 def _fetch(*device_arrays):
-    """Copies back on this thread's stream through its page-locked buffers, waited for once; the
-    results are copies, which later batches cannot overwrite."""
+    """Copies back on this thread's stream into new host arrays (the driver stages them and returns once
+    each is there), which later batches cannot overwrite."""
     stream = _stream()
     with trace.span("GPU wait and copy back"):
-        staged = [_pinned(f"fetch {i}", a.shape, a.dtype) for i, a in enumerate(device_arrays)]
-        for a, host in zip(device_arrays, staged):
+        out = [np.empty(a.shape, a.dtype) for a in device_arrays]
+        for a, host in zip(device_arrays, out):
             a.copy_to_host(host, stream=stream)
         stream.synchronize()
-        out = [host.copy() for host in staged]
     _kernels_on_timeline()
     return out
 

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Untraced walls of several variants of gpualign on the lent GPU machine, alternating run by run (a trace's CUDA
+# events and spans cost the mapping threads time of their own, and more with some variants than others), then the
+# decoding alone on the same host (bench/gpu_decode_ab.sh with LOADS=0: the host floor's larger part).
+#   VARIANTS: space-separated NAME=DIR[:ENV=VALUE], e.g. "new=. main=.basepkg_main pageable=.:GPUALIGN_HOST_COPIES=pageable"
+#   (DIR: the checkout, or a copy of the package made by git archive REV gpualign | tar -x -C DIR, carried).
+#   run(command="SETS='chrX_se ecoli_se' ECOLI_READS=10000000 K_ECOLI=12 CHRX_READS=2000000 K_CHRX=12 RUNS=3 \
+#       VARIANTS='new=. main=.basepkg_main' FLOOR=1 bash bench/gpu_walls.sh", carry=[".whlreal", ".peer", ".sim", ".data", ".basepkg_main"])
+# $OUT gets walls.tsv (set, run, variant, wall seconds) and, with FLOOR=1, decode_ab.tsv.
+set -uo pipefail
+export WHL=${WHL:-.whlreal}
+source bench/device_sets.sh
+make_sets /tmp/walls_real || exit 1
+here=$PWD
+for v in ${VARIANTS:-new=.}; do   # each copy's byte code and stored kernels made before any timed run
+  rest=${v#*=}; dir=${rest%%:*}
+  [ "$dir" != "." ] && python3 -m compileall -q -j 0 "$dir/gpualign" > /dev/null 2>&1
+  (cd "$dir" && python3 -m gpualign compile --backend cuda --no-check) > /dev/null 2>&1
+done
+printf 'set\trun\tvariant\twall_s\n' > "$OUT/walls.tsv"
+for set in ${SETS:-ecoli_se}; do
+  args=$(inputs $set) || { echo "unknown set $set"; continue; }
+  for i in $(seq 0 ${RUNS:-3}); do   # run 0 of each variant warms the page cache and is not kept
+    for v in ${VARIANTS:-new=.}; do
+      name=${v%%=*}; rest=${v#*=}; dir=${rest%%:*}; envs=""; [ "$rest" != "$dir" ] && envs=${rest#*:}
+      rm -f /tmp/walls_out.bam /tmp/walls_out.bam.bai; sleep 1
+      s=$(date +%s.%N)
+      (cd "$dir" && env $envs python3 -m gpualign map $args -o /tmp/walls_out.bam -t "$(nproc)" --backend cuda \
+        2> /tmp/walls_$name.log) || { echo "$name failed:"; tail -n 3 /tmp/walls_$name.log; }
+      e=$(date +%s.%N)
+      [ "$i" -gt 0 ] && printf '%s\t%s\t%s\t%s\n' "$set" "$i" "$name" "$(python3 -c "print(round($e - $s, 3))")" >> "$OUT/walls.tsv"
+    done
+  done
+done
+cat "$OUT/walls.tsv"
+python3 - "$OUT/walls.tsv" <<'PY'
+import collections, sys
+walls = collections.defaultdict(list)
+for line in list(open(sys.argv[1]))[1:]:
+    s, _, v, w = line.split("\t")
+    walls[s, v].append(float(w))
+for (s, v), w in sorted(walls.items()):
+    print(f"{s:10s} {v:12s} median {sorted(w)[len(w) // 2]:.3f}  all {' '.join(f'{x:.2f}' for x in w)}")
+PY
+cd "$here"
+[ "${FLOOR:-0}" = 1 ] && LOADS=0 REPEAT=${FLOOR_REPEAT:-2} bash bench/gpu_decode_ab.sh 2>&1 | tail -n 8
