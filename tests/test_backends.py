@@ -128,9 +128,15 @@ def test_a_trace_puts_every_kernel_launch_on_the_gpu_timeline(monkeypatch, world
     launches = []
     real_enqueue = cuda._enqueue
     monkeypatch.setattr(cuda, "_enqueue", lambda *args: (launches.append(True), real_enqueue(*args)))
-    map_reads(genome, index, batch, str(tmp_path / "out.bam"), P, backend_name="cuda", threads=2, log=lambda msg: None)
+    events = []
+    real_event = numba_cuda.event
+    monkeypatch.setattr(numba_cuda, "event", lambda *args: (events.append(True), real_event(*args))[1])
+    monkeypatch.setattr(cuda, "BATCHES_IN_FLIGHT", 1)   # batches of 4 reads in turn on one thread
+    p = MapParams(max_indels=3, max_candidates=4, max_hits=256, batch_size=4)
+    map_reads(genome, index, batch, str(tmp_path / "out.bam"), p, backend_name="cuda", threads=2, log=lambda msg: None)
     gpu = [line.split("\t")[1] for line in path.read_text().splitlines() if line.startswith("GPU\t")]
     assert len(gpu) == sum(launches) > 0
+    assert len(events) < sum(launches)   # a thread's events are recorded again once their kernels are placed
     assert {"GPU exact_kernel", "GPU seed_shared_kernel", "GPU pairs_kernel", "GPU open_pairs_kernel",
             "GPU close_pairs_kernel", "GPU choose_kernel"} <= set(gpu)
 
