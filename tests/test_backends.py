@@ -595,8 +595,9 @@ def test_a_thread_sized_for_its_batches_allocates_once_through_the_ramp(monkeypa
 
 def test_buffers_made_ahead_go_to_threads_whose_batches_they_fit(monkeypatch):
     """prepare_buffers makes BATCHES_IN_FLIGHT planned arenas where the GPU holds that many full batches
-    (none where it holds fewer); sized_for gives each thread one that fits its plan (reads no longer than
-    PLAN_READ_LENGTH), or a new one (longer reads), releasing those that do not fit."""
+    (none where it holds fewer), counting those a run before left untaken; sized_for gives each thread one
+    that fits its plan (reads no longer than PLAN_READ_LENGTH), or a new one (longer reads), releasing those
+    that do not fit."""
     p = MapParams(max_indels=3, min_score=15, max_candidates=4, max_hits=64)
     made = []
     monkeypatch.setattr(cuda, "_device_chunk", counting_allocator(made))
@@ -607,6 +608,8 @@ def test_buffers_made_ahead_go_to_threads_whose_batches_they_fit(monkeypatch):
     cuda.prepare_buffers(lambda maxlen, quiet: (cuda.BATCHES_IN_FLIGHT, 1000), p, False)
     assert len(made) == cuda.BATCHES_IN_FLIGHT == len(cuda._prepared)
     ahead = list(cuda._prepared)
+    cuda.prepare_buffers(lambda maxlen, quiet: (cuda.BATCHES_IN_FLIGHT, 1000), p, False)   # a later run: untaken ones
+    assert len(made) == cuda.BATCHES_IN_FLIGHT and cuda._prepared == ahead   # serve it, none made again
     got = {}
 
     def thread(name, maxlen):

@@ -214,14 +214,19 @@ def prepare_buffers(planned_for, p, paired: bool):
     a thread in flight, each planned for full batches of reads of PLAN_READ_LENGTH bases.
     planned_for: batch_plan's (longest read -> (batches in flight, reads a batch)). Only where the GPU
     holds the most batches in flight at the full size: then no read length asks for more threads
-    than these, and sized_for takes one for any batch no larger (else each thread makes its own)."""
+    than these, and sized_for takes one for any batch no larger (else each thread makes its own).
+    Arenas an earlier run of the process left untaken (a run of fewer batches than threads) count
+    towards these where they fit the plan, and are released where they do not."""
     in_flight, n = planned_for(PLAN_READ_LENGTH, quiet=True)
     if in_flight < BATCHES_IN_FLIGHT or memory_info()[1] >= 1 << 60:   # (numba's simulator: host memory)
         return
     from .resident import device_slots
     planned = device_slots(n, PLAN_READ_LENGTH, p, not paired)
+    with _prepared_lock:
+        _prepared[:] = [a for a in _prepared if a.fits(planned)][:in_flight]
+        missing = in_flight - len(_prepared)
     with trace.span("GPU buffers made ahead"):
-        for _ in range(in_flight):
+        for _ in range(missing):
             arena = Arena(_device_chunk, planned)
             with _prepared_lock:
                 _prepared.append(arena)
