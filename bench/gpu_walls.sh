@@ -6,7 +6,9 @@
 #   (DIR: the checkout, or a copy of the package made by git archive REV gpualign | tar -x -C DIR, carried).
 #   run(command="SETS='chrX_se ecoli_se' ECOLI_READS=10000000 K_ECOLI=12 CHRX_READS=2000000 K_CHRX=12 RUNS=3 \
 #       VARIANTS='new=. main=.basepkg_main' FLOOR=1 bash bench/gpu_walls.sh", carry=[".whlreal", ".peer", ".sim", ".data", ".basepkg_main"])
-# $OUT gets walls.tsv (set, run, variant, wall seconds) and, with FLOOR=1, decode_ab.tsv.
+# RECORDS=1: each set mapped once more by each variant (to one output path, so that the headers are the same), and
+# each BAM compared with the first variant's: the same bytes (md5), or else record by record (bench/compare_bams.py).
+# $OUT gets walls.tsv (set, run, variant, wall seconds), with RECORDS=1 records.txt, with FLOOR=1 decode_ab.tsv.
 set -uo pipefail
 export WHL=${WHL:-.whlreal}
 source bench/device_sets.sh
@@ -25,7 +27,7 @@ for set in ${SETS:-ecoli_se}; do
       name=${v%%=*}; rest=${v#*=}; dir=${rest%%:*}; envs=""; [ "$rest" != "$dir" ] && envs=${rest#*:}
       rm -f /tmp/walls_out.bam /tmp/walls_out.bam.bai; sleep 1
       s=$(date +%s.%N)
-      (cd "$dir" && env $envs python3 -m gpualign map $args -o /tmp/walls_out.bam -t "$(nproc)" --backend cuda \
+      (cd "$dir" && env $envs python3 -m gpualign map $args -o /tmp/walls_out.bam -t "$(nproc)" --backend "${BACKEND:-cuda}" \
         2> /tmp/walls_$name.log) || { echo "$name failed:"; tail -n 3 /tmp/walls_$name.log; }
       e=$(date +%s.%N)
       [ "$i" -gt 0 ] && printf '%s\t%s\t%s\t%s\n' "$set" "$i" "$name" "$(python3 -c "print(round($e - $s, 3))")" >> "$OUT/walls.tsv"
@@ -43,4 +45,25 @@ for (s, v), w in sorted(walls.items()):
     print(f"{s:10s} {v:12s} median {sorted(w)[len(w) // 2]:.3f}  all {' '.join(f'{x:.2f}' for x in w)}")
 PY
 cd "$here"
+if [ "${RECORDS:-0}" = 1 ]; then
+  for set in ${SETS:-ecoli_se}; do
+    args=$(inputs $set) || continue
+    first=""
+    for v in ${VARIANTS:-new=.}; do
+      name=${v%%=*}; rest=${v#*=}; dir=${rest%%:*}; envs=""; [ "$rest" != "$dir" ] && envs=${rest#*:}
+      rm -f /tmp/walls_rec.bam /tmp/walls_rec.bam.bai
+      (cd "$dir" && env $envs python3 -m gpualign map $args -o /tmp/walls_rec.bam -t "$(nproc)" --backend "${BACKEND:-cuda}" \
+        2> /tmp/walls_rec_$name.log) || { echo "$name failed:"; tail -n 3 /tmp/walls_rec_$name.log; continue; }
+      bam=/tmp/walls_rec_${set}_$name.bam; mv /tmp/walls_rec.bam "$bam"
+      if [ -z "$first" ]; then first=$bam; continue; fi
+      if [ "$(md5sum < "$first")" = "$(md5sum < "$bam")" ]; then
+        echo "$set $name: the same bytes as ${first##*_}" | tee -a "$OUT/records.txt"
+      else
+        echo "$set $name: other bytes than ${first##*_}; records:" | tee -a "$OUT/records.txt"
+        python3 bench/compare_bams.py "$first" "$bam" 2>&1 | head -n 12 | tee -a "$OUT/records.txt"
+      fi
+    done
+    rm -f /tmp/walls_rec_${set}_*.bam
+  done
+fi
 [ "${FLOOR:-0}" = 1 ] && LOADS=0 REPEAT=${FLOOR_REPEAT:-2} bash bench/gpu_decode_ab.sh 2>&1 | tail -n 8
