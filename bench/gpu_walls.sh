@@ -6,8 +6,9 @@
 #   (DIR: the checkout, or a copy of the package made by git archive REV gpualign | tar -x -C DIR, carried).
 #   run(command="SETS='chrX_se ecoli_se' ECOLI_READS=10000000 K_ECOLI=12 CHRX_READS=2000000 K_CHRX=12 RUNS=3 \
 #       VARIANTS='new=. main=.basepkg_main' FLOOR=1 bash bench/gpu_walls.sh", carry=[".whlreal", ".peer", ".sim", ".data", ".basepkg_main"])
-# RECORDS=1: each set mapped once more by each variant (to one output path, so that the headers are the same), and
-# each BAM compared with the first variant's: the same bytes (md5), or else record by record (bench/compare_bams.py).
+# RECORDS=1: each set mapped once more by each variant, the first twice (to one output path, so that the headers are
+# the same), and each BAM compared with the first variant's first: the same bytes (md5), or else record by record
+# (bench/compare_bams.py).
 # $OUT gets walls.tsv (set, run, variant, wall seconds), with RECORDS=1 records.txt, with FLOOR=1 decode_ab.tsv.
 set -uo pipefail
 export WHL=${WHL:-.whlreal}
@@ -49,17 +50,19 @@ if [ "${RECORDS:-0}" = 1 ]; then
   for set in ${SETS:-ecoli_se}; do
     args=$(inputs $set) || continue
     first=""
-    for v in ${VARIANTS:-new=.}; do
+    first_v=${VARIANTS:-new=.}; first_v=${first_v%% *}
+    for v in $first_v ${VARIANTS:-new=.}; do   # the first variant twice: whether a run gives the same bytes again
       name=${v%%=*}; rest=${v#*=}; dir=${rest%%:*}; envs=""; [ "$rest" != "$dir" ] && envs=${rest#*:}
       rm -f /tmp/walls_rec.bam /tmp/walls_rec.bam.bai
       (cd "$dir" && env $envs python3 -m gpualign map $args -o /tmp/walls_rec.bam -t "$(nproc)" --backend "${BACKEND:-cuda}" \
         2> /tmp/walls_rec_$name.log) || { echo "$name failed:"; tail -n 3 /tmp/walls_rec_$name.log; continue; }
-      bam=/tmp/walls_rec_${set}_$name.bam; mv /tmp/walls_rec.bam "$bam"
-      if [ -z "$first" ]; then first=$bam; continue; fi
+      bam=/tmp/walls_rec_${set}_$name.bam
+      if [ -z "$first" ]; then first=/tmp/walls_rec_${set}_${name}_first.bam; mv /tmp/walls_rec.bam "$first"; continue; fi
+      mv /tmp/walls_rec.bam "$bam"
       if [ "$(md5sum < "$first")" = "$(md5sum < "$bam")" ]; then
-        echo "$set $name: the same bytes as ${first##*_}" | tee -a "$OUT/records.txt"
+        echo "$set $name: the same bytes as ${first##*/}" | tee -a "$OUT/records.txt"
       else
-        echo "$set $name: other bytes than ${first##*_}; records:" | tee -a "$OUT/records.txt"
+        echo "$set $name: other bytes than ${first##*/}; records:" | tee -a "$OUT/records.txt"
         python3 bench/compare_bams.py "$first" "$bam" 2>&1 | head -n 12 | tee -a "$OUT/records.txt"
       fi
     done
