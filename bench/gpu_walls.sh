@@ -20,16 +20,20 @@ for v in ${VARIANTS:-new=.}; do   # each copy's byte code and stored kernels mad
   [ "$dir" != "." ] && python3 -m compileall -q -j 0 "$dir/gpualign" > /dev/null 2>&1
   (cd "$dir" && python3 -m gpualign compile --backend cuda --no-check) > /dev/null 2>&1
 done
+map_variant() {   # variant (NAME=DIR[:ENV=VALUE]), output BAM, log: one map of the set in $args; sets $name
+  local rest=${1#*=} dir envs=""
+  name=${1%%=*}; dir=${rest%%:*}; [ "$rest" != "$dir" ] && envs=${rest#*:}
+  (cd "$dir" && env $envs python3 -m gpualign map $args -o "$2" -t "$(nproc)" --backend "${BACKEND:-cuda}" 2> "$3") \
+    || { echo "$name failed:"; tail -n 3 "$3"; return 1; }
+}
 printf 'set\trun\tvariant\twall_s\n' > "$OUT/walls.tsv"
 for set in ${SETS:-ecoli_se}; do
   args=$(inputs $set) || { echo "unknown set $set"; continue; }
   for i in $(seq 0 ${RUNS:-3}); do   # run 0 of each variant warms the page cache and is not kept
     for v in ${VARIANTS:-new=.}; do
-      name=${v%%=*}; rest=${v#*=}; dir=${rest%%:*}; envs=""; [ "$rest" != "$dir" ] && envs=${rest#*:}
       rm -f /tmp/walls_out.bam /tmp/walls_out.bam.bai; sleep 1
       s=$(date +%s.%N)
-      (cd "$dir" && env $envs python3 -m gpualign map $args -o /tmp/walls_out.bam -t "$(nproc)" --backend "${BACKEND:-cuda}" \
-        2> /tmp/walls_$name.log) || { echo "$name failed:"; tail -n 3 /tmp/walls_$name.log; }
+      map_variant "$v" /tmp/walls_out.bam "/tmp/walls_${v%%=*}.log"
       e=$(date +%s.%N)
       [ "$i" -gt 0 ] && printf '%s\t%s\t%s\t%s\n' "$set" "$i" "$name" "$(python3 -c "print(round($e - $s, 3))")" >> "$OUT/walls.tsv"
     done
@@ -52,10 +56,8 @@ if [ "${RECORDS:-0}" = 1 ]; then
     first=""
     first_v=${VARIANTS:-new=.}; first_v=${first_v%% *}
     for v in $first_v ${VARIANTS:-new=.}; do   # the first variant twice: whether a run gives the same bytes again
-      name=${v%%=*}; rest=${v#*=}; dir=${rest%%:*}; envs=""; [ "$rest" != "$dir" ] && envs=${rest#*:}
       rm -f /tmp/walls_rec.bam /tmp/walls_rec.bam.bai
-      (cd "$dir" && env $envs python3 -m gpualign map $args -o /tmp/walls_rec.bam -t "$(nproc)" --backend "${BACKEND:-cuda}" \
-        2> /tmp/walls_rec_$name.log) || { echo "$name failed:"; tail -n 3 /tmp/walls_rec_$name.log; continue; }
+      map_variant "$v" /tmp/walls_rec.bam "/tmp/walls_rec_${v%%=*}.log" || continue
       bam=/tmp/walls_rec_${set}_$name.bam
       if [ -z "$first" ]; then first=/tmp/walls_rec_${set}_${name}_first.bam; mv /tmp/walls_rec.bam "$first"; continue; fi
       mv /tmp/walls_rec.bam "$bam"
